@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Enforces the import boundaries of ../DESIGN.md §2 (mirrored in CONTRIBUTING.md) over both
+# modules, using `go list` so build tags and test files are seen the way the compiler sees them.
+#
+#   hack/verify-imports.sh              check the tree; print `importer -> imported (rule)` per violation
+#   hack/verify-imports.sh --self-test  plant one violation per rule in a throwaway copy of the
+#                                       tree and fail unless every one of them is reported
+#
+# Rules:
+#   no-k8s-kubernetes   nothing imports k8s.io/kubernetes/... (directly or transitively). The nested
+#                       fixture modules test/apiserver and test/etcd are the only exception: they
+#                       only build the upstream binaries for integration tests and are not part of
+#                       either module's package graph, so they are never listed here.
+#   netutils-standalone k8s.io/net-utils imports nothing from k8s.io/kube-proxy.
+#   brain-no-backend    brain, features, config API and library packages import no backend
+#                       (pkg/proxy/{iptables,nftables,ipvs,winkernel,metaproxier}).
+#   backend-no-backend  a backend imports no other backend, metaproxier excepted.
+#   only-cmd-imports-cmd
+#   layer-allowlist     non-test imports of a layer stay within what DESIGN.md allows it.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# list_imports prints "importer<TAB>imported<TAB>kind" for every import of every package
+# of the module in the current directory; kind is "test" for _test.go imports.
+list_imports() {
+  go list -e -f '{{$p := .ImportPath}}{{range .Imports}}{{$p}}	{{.}}	prod
+{{end}}{{range .TestImports}}{{$p}}	{{.}}	test
+{{end}}{{range .XTestImports}}{{$p}}	{{.}}	test
+{{end}}' ./... 2>/dev/null
+}
+
+check_tree() {
+  local dir=$1
+  local out status=0
+  out=$(
+    {
+      (cd "$dir" && list_imports)
+      (cd "$dir/netutils" && list_imports)
+      # Transitive check: a dependency could drag k/k in even when no file of ours names it.
+      (cd "$dir" && go list -e -deps -test ./... 2>/dev/null | sed -n 's|^\(k8s.io/kubernetes.*\)$|(transitive)	\1	prod|p')
+      (cd "$dir/netutils" && go list -e -deps -test ./... 2>/dev/null | sed -n 's|^\(k8s.io/kubernetes.*\)$|(transitive)	\1	prod|p')
+    } | awk -F '\t' -f "$root/hack/verify-imports.awk" | sort -u
+  )
+  if [ -n "$out" ]; then
+    printf '%s\n' "$out"
+    status=1
+  fi
+  return $status
+}
+
+self_test() {
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$root" && tar --exclude=.git -cf - .) | (cd "$tmp" && tar -xf -)
+
+  plant() { # dir package import
+    mkdir -p "$tmp/$1"
+    printf 'package %s\n\nimport _ "%s"\n' "$2" "$3" >"$tmp/$1/zz_planted.go"
+  }
+  plant netutils/zzplanted zzplanted k8s.io/kube-proxy/pkg/proxy
+  plant pkg/proxy/zzplantedbrain zzplantedbrain k8s.io/kube-proxy/pkg/proxy/iptables
+  plant pkg/proxy/iptables/zzplantedbackend zzplantedbackend k8s.io/kube-proxy/pkg/proxy/nftables
+  plant config/zzplantedk8s zzplantedk8s k8s.io/kubernetes/pkg/features
+  plant pkg/proxy/zzplantedcmd zzplantedcmd k8s.io/kube-proxy/cmd/kube-proxy/app
+  plant config/zzplantedallow zzplantedallow sigs.k8s.io/knftables
+
+  local out
+  out=$(check_tree "$tmp" || true)
+  local want=(
+    "k8s.io/net-utils/zzplanted -> k8s.io/kube-proxy/pkg/proxy (netutils-standalone)"
+    "k8s.io/kube-proxy/pkg/proxy/zzplantedbrain -> k8s.io/kube-proxy/pkg/proxy/iptables (brain-no-backend)"
+    "k8s.io/kube-proxy/pkg/proxy/iptables/zzplantedbackend -> k8s.io/kube-proxy/pkg/proxy/nftables (backend-no-backend)"
+    "k8s.io/kube-proxy/config/zzplantedk8s -> k8s.io/kubernetes/pkg/features (no-k8s-kubernetes)"
+    "k8s.io/kube-proxy/pkg/proxy/zzplantedcmd -> k8s.io/kube-proxy/cmd/kube-proxy/app (only-cmd-imports-cmd)"
+    "k8s.io/kube-proxy/config/zzplantedallow -> sigs.k8s.io/knftables (layer-allowlist)"
+  )
+  local missing=0
+  for w in "${want[@]}"; do
+    if ! grep -qxF -- "$w" <<<"$out"; then
+      echo "self-test: planted violation not reported: $w" >&2
+      missing=1
+    fi
+  done
+  # Nothing but the planted files may be reported: the real tree must be clean.
+  local extra
+  extra=$(grep -v -e zzplanted -e '^(transitive) -> k8s.io/kubernetes/pkg/features ' <<<"$out" || true)
+  if [ -n "$extra" ]; then
+    echo "self-test: unexpected violations in the tree:" >&2
+    printf '%s\n' "$extra" >&2
+    missing=1
+  fi
+  if [ $missing -ne 0 ]; then
+    echo "self-test: FAILED" >&2
+    return 1
+  fi
+  echo "self-test: all ${#want[@]} planted violations caught"
+}
+
+case "${1:-}" in
+--self-test) self_test ;;
+"")
+  if ! check_tree "$root"; then
+    echo "import boundaries violated (see DESIGN.md §2 / CONTRIBUTING.md)" >&2
+    exit 1
+  fi
+  echo "import boundaries: ok"
+  ;;
+*)
+  echo "usage: $0 [--self-test]" >&2
+  exit 2
+  ;;
+esac
