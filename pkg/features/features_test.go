@@ -1,0 +1,171 @@
+package features
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/component-base/featuregate"
+)
+
+func TestDefaults(t *testing.T) {
+	tests := []struct {
+		gate    featuregate.Feature
+		enabled bool
+		stage   featuregate.FeatureSpec
+	}{
+		{AllowServiceExternalIPs, true, featuregate.FeatureSpec{PreRelease: featuregate.GA}},
+		{PreferSameTrafficDistribution, true, featuregate.FeatureSpec{PreRelease: featuregate.GA, LockToDefault: true}},
+		{KubeProxyNFTablesLocalhostNodePorts, false, featuregate.FeatureSpec{PreRelease: featuregate.Alpha}},
+		{NFTablesNetlink, true, featuregate.FeatureSpec{PreRelease: featuregate.Beta}},
+		{KubeProxyIPVS, true, featuregate.FeatureSpec{PreRelease: featuregate.Deprecated}},
+		{MultiCIDRServiceAllocator, true, featuregate.FeatureSpec{PreRelease: featuregate.GA, LockToDefault: true}},
+		{WinDSR, true, featuregate.FeatureSpec{PreRelease: featuregate.GA, LockToDefault: true}},
+		{WinOverlay, true, featuregate.FeatureSpec{PreRelease: featuregate.GA, LockToDefault: true}},
+		{"LoggingAlphaOptions", false, featuregate.FeatureSpec{PreRelease: featuregate.Alpha}},
+		{"LoggingBetaOptions", true, featuregate.FeatureSpec{PreRelease: featuregate.Beta}},
+		{"ContextualLogging", true, featuregate.FeatureSpec{PreRelease: featuregate.Beta}},
+		{"NativeHistograms", true, featuregate.FeatureSpec{PreRelease: featuregate.Beta}},
+		{"ComponentFlagz", true, featuregate.FeatureSpec{PreRelease: featuregate.Beta}},
+		{"ComponentStatusz", true, featuregate.FeatureSpec{PreRelease: featuregate.Beta}},
+		{"WatchListClient", DefaultFeatureGate.Enabled("WatchListClient"), featuregate.FeatureSpec{}},
+	}
+	all := DefaultMutableFeatureGate.GetAll()
+	for _, tc := range tests {
+		t.Run(string(tc.gate), func(t *testing.T) {
+			spec, ok := all[tc.gate]
+			if !ok {
+				t.Fatalf("gate %s not registered", tc.gate)
+			}
+			if got := DefaultFeatureGate.Enabled(tc.gate); got != tc.enabled {
+				t.Errorf("Enabled(%s) = %v, want %v", tc.gate, got, tc.enabled)
+			}
+			if tc.stage.PreRelease != "" {
+				if spec.PreRelease != tc.stage.PreRelease || spec.LockToDefault != tc.stage.LockToDefault {
+					t.Errorf("%s: stage %s locked=%v, want %s locked=%v", tc.gate, spec.PreRelease, spec.LockToDefault, tc.stage.PreRelease, tc.stage.LockToDefault)
+				}
+			}
+		})
+	}
+}
+
+func TestOwnGatesAreUpstreamGates(t *testing.T) {
+	// Every gate we register must exist upstream under the same name, or a
+	// config written for kube-proxy would not be portable back.
+	for name := range kubeProxyGates {
+		if !IsUpstreamGate(string(name)) {
+			t.Errorf("gate %s is not an upstream v1.37 gate name", name)
+		}
+	}
+	for _, name := range []string{"AllowServiceExternalIPs", "CustomCPUCFSQuotaPeriod", "DynamicResourceAllocation", "APIResponseCompression"} {
+		if !IsUpstreamGate(name) {
+			t.Errorf("expected %s in the upstream list", name)
+		}
+	}
+}
+
+type logLine struct {
+	prefix, args string
+}
+
+func captureLogger() (logr.Logger, *[]logLine) {
+	var lines []logLine
+	return funcr.New(func(prefix, args string) {
+		lines = append(lines, logLine{prefix, args})
+	}, funcr.Options{}), &lines
+}
+
+func TestSetGateFromMap(t *testing.T) {
+	tests := []struct {
+		name        string
+		in          map[string]bool
+		wantErr     []string // substrings
+		wantWarned  []string
+		wantEnabled map[featuregate.Feature]bool
+	}{
+		{
+			name:        "own gate applied",
+			in:          map[string]bool{"KubeProxyNFTablesLocalhostNodePorts": true, "NFTablesNetlink": false},
+			wantEnabled: map[featuregate.Feature]bool{KubeProxyNFTablesLocalhostNodePorts: true, NFTablesNetlink: false},
+		},
+		{
+			name:        "logging gate applied",
+			in:          map[string]bool{"LoggingAlphaOptions": true},
+			wantEnabled: map[featuregate.Feature]bool{"LoggingAlphaOptions": true},
+		},
+		{
+			name:        "kubeadm-style cluster-wide gates are ignored with a warning",
+			in:          map[string]bool{"DynamicResourceAllocation": true, "CustomCPUCFSQuotaPeriod": true, "KubeProxyIPVS": false},
+			wantWarned:  []string{"CustomCPUCFSQuotaPeriod", "DynamicResourceAllocation"},
+			wantEnabled: map[featuregate.Feature]bool{KubeProxyIPVS: false},
+		},
+		{
+			name:        "unknown gate is an error naming it, nothing applied",
+			in:          map[string]bool{"NoSuchGate": true, "AlsoMissing": false, "KubeProxyNFTablesLocalhostNodePorts": true},
+			wantErr:     []string{"AlsoMissing, NoSuchGate"},
+			wantEnabled: map[featuregate.Feature]bool{KubeProxyNFTablesLocalhostNodePorts: false},
+		},
+		{
+			name:    "locked gate cannot be changed",
+			in:      map[string]bool{"PreferSameTrafficDistribution": false},
+			wantErr: []string{"PreferSameTrafficDistribution"},
+		},
+		{
+			name: "AllAlpha special gate is accepted",
+			in:   map[string]bool{"AllAlpha": false},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := featuregate.NewVersionedFeatureGate(EmulationVersion)
+			if err := AddToGate(g); err != nil {
+				t.Fatal(err)
+			}
+			logger, lines := captureLogger()
+			err := SetGateFromMap(logger, g, tc.in)
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			for _, s := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), s) {
+					t.Errorf("error %v does not mention %q", err, s)
+				}
+			}
+			if len(*lines) != len(tc.wantWarned) {
+				t.Errorf("got %d log lines %v, want warnings for %v", len(*lines), *lines, tc.wantWarned)
+			}
+			for _, w := range tc.wantWarned {
+				found := false
+				for _, l := range *lines {
+					if strings.Contains(l.args, `"`+w+`"`) && strings.Contains(l.args, "ignoring feature gate") {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no warning for %s in %v", w, *lines)
+				}
+			}
+			for gate, want := range tc.wantEnabled {
+				if got := g.Enabled(gate); got != want {
+					t.Errorf("Enabled(%s) = %v, want %v", gate, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestClientGoAdapter(t *testing.T) {
+	g := featuregate.NewVersionedFeatureGate(EmulationVersion)
+	if err := AddToGate(g); err != nil {
+		t.Fatal(err)
+	}
+	a := &clientGoAdapter{g}
+	before := a.Enabled("WatchListClient")
+	if err := a.Set("WatchListClient", !before); err != nil {
+		t.Fatal(err)
+	}
+	if a.Enabled("WatchListClient") == before {
+		t.Error("Set through the client-go adapter had no effect")
+	}
+}
