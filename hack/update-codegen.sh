@@ -43,6 +43,31 @@ gen() {
 }
 
 gen deepcopy-gen k8s:deepcopy-gen zz_generated.deepcopy.go
+
+# OpenAPIModelName() accessors, which upstream's external types carry. openapi-gen
+# also writes an OpenAPI definitions file; nothing here serves OpenAPI, so that
+# file goes to a scratch directory and is thrown away.
+mapfile -t model_pkgs < <(tagged_pkgs k8s:openapi-model-package)
+if [ ${#model_pkgs[@]} -ne 0 ]; then
+  find "${dirs[@]}" -name zz_generated.model_name.go -type f -delete
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  echo "openapi-gen (model names): ${model_pkgs[*]}"
+  go run k8s.io/kube-openapi/cmd/openapi-gen \
+    --output-dir "$scratch" \
+    --output-pkg k8s.io/kube-proxy/hack/openapiscratch \
+    --output-file zz_generated.openapi.go \
+    --output-model-name-file zz_generated.model_name.go \
+    --go-header-file "$boilerplate" \
+    --report-filename /dev/null \
+    --readonly-pkg k8s.io/apimachinery/pkg/apis/meta/v1 \
+    --readonly-pkg k8s.io/apimachinery/pkg/runtime \
+    --readonly-pkg k8s.io/component-base/config/v1alpha1 \
+    --readonly-pkg k8s.io/component-base/logs/api/v1 \
+    k8s.io/apimachinery/pkg/apis/meta/v1 \
+    k8s.io/apimachinery/pkg/runtime \
+    "${model_pkgs[@]}"
+fi
 gen defaulter-gen k8s:defaulter-gen zz_generated.defaults.go
 gen conversion-gen k8s:conversion-gen zz_generated.conversion.go
 gofmt -w $(find "${dirs[@]}" -name 'zz_generated.*.go')
