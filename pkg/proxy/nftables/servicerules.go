@@ -1,0 +1,242 @@
+package nftables
+
+import (
+	"net"
+
+	v1 "k8s.io/api/core/v1"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/knftables"
+)
+
+// generator turns serviceModels into the chains, sets and elements they need.
+// It holds only per-proxier constants, so it is safe to share.
+type generator struct {
+	ipX      string // "ip" or "ip6"
+	addrType string // "ipv4_addr" or "ipv6_addr"
+
+	masqueradeMark string
+	masqueradeRule string
+
+	// ifLocal is nil when no local-traffic detector is implemented.
+	ifLocal []string
+	nodeIP  net.IP
+}
+
+var (
+	commentMasquerade      = ptr.To("masquerade")
+	commentShortCircuitPod = ptr.To("short-circuit pod traffic")
+	commentMasqLocal       = ptr.To("masquerade local traffic")
+	commentShortCircuitLoc = ptr.To("short-circuit local traffic")
+)
+
+// build computes what m contributes. The order of chains and elements is
+// deterministic so that transactions and dumps are reproducible.
+func (g *generator) build(m *serviceModel) *serviceRules {
+	out := &serviceRules{}
+	port := strconv.Itoa(m.port)
+	comment := ptr.To(truncateComment(m.owner))
+
+	// Chains are created in a fixed order: endpoint chains first so that the
+	// policy chains jumping to them never reference a missing chain.
+	if m.affinity {
+		for _, ep := range m.reachableEndpoints {
+			out.chains = append(out.chains, chainSpec{
+				name: ep.chain,
+				rules: []ruleSpec{
+					{rule: "update @" + ep.affinitySet + " { " + g.ipX + " saddr }"},
+					{rule: "meta l4proto " + m.protocol + " dnat to " + ep.endpoint},
+				},
+			})
+			out.sets = append(out.sets, setSpec{name: ep.affinitySet, timeout: time.Duration(m.stickySeconds) * time.Second})
+		}
+	}
+	for _, ep := range m.reachableEndpoints {
+		if ep.local {
+			out.elems = append(out.elems, elemSpec{c: cHairpin, key: ep.ip + " . " + ep.ip + " . " + m.protocol + " . " + strconv.Itoa(ep.port)})
+		}
+	}
+
+	usesCluster := len(m.clusterEndpoints) > 0 && m.usesClusterEndpoints
+	if usesCluster {
+		out.chains = append(out.chains, chainSpec{name: m.clusterChain, rules: g.endpointRules(m, m.clusterEndpoints)})
+	}
+	usesLocal := len(m.localEndpoints) > 0 && m.usesLocalEndpoints
+	if usesLocal {
+		out.chains = append(out.chains, chainSpec{name: m.localChain, rules: g.endpointRules(m, m.localEndpoints)})
+	}
+
+	internalChain := m.clusterChain
+	hasInternal := m.hasEndpoints
+	if m.internalPolicyLocal {
+		internalChain = m.localChain
+		if len(m.localEndpoints) == 0 {
+			hasInternal = false
+		}
+	}
+	externalPolicyChain := m.clusterChain
+	hasExternal := m.hasEndpoints
+	if m.externalPolicyLocal {
+		externalPolicyChain = m.localChain
+		if len(m.localEndpoints) == 0 {
+			hasExternal = false
+		}
+	}
+
+	// The external chain exists whenever there are endpoints anywhere, even
+	// with no locally usable ones, because it carries the short-circuit rules
+	// for pod- and host-originated traffic.
+	if m.hasEndpoints && m.externallyAccessible {
+		ch := chainSpec{name: m.externalChain}
+		if !m.externalPolicyLocal {
+			ch.rules = append(ch.rules, ruleSpec{rule: g.masqueradeRule, comment: commentMasquerade})
+		} else {
+			if g.ifLocal != nil {
+				ch.rules = append(ch.rules, ruleSpec{rule: knftables.Concat(g.ifLocal, "goto", m.clusterChain), comment: commentShortCircuitPod})
+			}
+			ch.rules = append(ch.rules,
+				ruleSpec{rule: "fib saddr type local " + g.masqueradeRule, comment: commentMasqLocal},
+				ruleSpec{rule: "fib saddr type local goto " + m.clusterChain, comment: commentShortCircuitLoc},
+			)
+		}
+		if hasExternal {
+			ch.rules = append(ch.rules, ruleSpec{rule: "goto " + externalPolicyChain})
+		}
+		out.chains = append(out.chains, ch)
+	}
+
+	var internalVerdict, externalVerdict string
+	if !m.hasEndpoints {
+		internalVerdict = "goto " + rejectChain
+		externalVerdict = internalVerdict
+	} else {
+		if !hasInternal {
+			internalVerdict = "drop"
+			out.noLocalInternal = true
+		}
+		if !hasExternal {
+			externalVerdict = "drop"
+			out.noLocalExternal = true
+		}
+	}
+
+	dest := func(ip string) string { return ip + " . " + m.protocol + " . " + port }
+
+	out.elems = append(out.elems, elemSpec{c: cClusterIPs, key: m.clusterIP})
+	if hasInternal {
+		out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(m.clusterIP), value: "goto " + internalChain})
+	} else {
+		out.elems = append(out.elems, elemSpec{c: cNoEndpointServices, key: dest(m.clusterIP), value: internalVerdict, comment: comment})
+	}
+
+	for _, ip := range m.externalIPs {
+		if m.hasEndpoints {
+			out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(ip), value: "goto " + m.externalChain})
+		}
+		if !hasExternal {
+			out.elems = append(out.elems, elemSpec{c: cNoEndpointServices, key: dest(ip), value: externalVerdict, comment: comment})
+		}
+	}
+
+	usesFirewall := len(m.lbVIPs) > 0 && len(m.sourceRanges) > 0
+	for _, ip := range m.lbVIPs {
+		if m.hasEndpoints {
+			out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(ip), value: "goto " + m.externalChain})
+		}
+		if usesFirewall {
+			out.elems = append(out.elems, elemSpec{c: cFirewallIPs, key: dest(ip), value: "goto " + m.firewallChain})
+		}
+	}
+	if !hasExternal {
+		for _, ip := range m.lbVIPs {
+			out.elems = append(out.elems, elemSpec{c: cNoEndpointServices, key: dest(ip), value: externalVerdict, comment: comment})
+		}
+	}
+
+	if m.nodePort != 0 {
+		npKey := m.protocol + " . " + strconv.Itoa(m.nodePort)
+		if m.rejectLocalhostNodePort {
+			out.elems = append(out.elems, elemSpec{c: cLocalhostReject, key: npKey, value: "goto " + localhostNodePortRejectChainName(v1.Protocol(m.protocol))})
+		}
+		if m.hasEndpoints {
+			// NodePorts are deliberately not subject to loadBalancerSourceRanges.
+			out.elems = append(out.elems, elemSpec{c: cServiceNodePorts, key: npKey, value: "goto " + m.externalChain})
+		}
+		if !hasExternal {
+			out.elems = append(out.elems, elemSpec{c: cNoEndpointNodePorts, key: npKey, value: externalVerdict, comment: comment})
+		}
+	}
+
+	if usesFirewall {
+		var sources []string
+		allowFromNode := false
+		for _, cidr := range m.sourceRanges {
+			if len(sources) > 0 {
+				sources = append(sources, ",")
+			}
+			sources = append(sources, cidr.String())
+			if g.nodeIP != nil && cidr.Contains(g.nodeIP) {
+				allowFromNode = true
+			}
+		}
+		// A VIP-style LB IP is often also a local address, so node-originated
+		// requests loop back with the VIP as source; let those through.
+		if allowFromNode {
+			for _, ip := range m.lbVIPs {
+				sources = append(sources, ",", ip)
+			}
+		}
+		out.chains = append(out.chains, chainSpec{
+			name:  m.firewallChain,
+			rules: []ruleSpec{{rule: knftables.Concat(g.ipX, "saddr", "!=", "{", sources, "}", "drop")}},
+		})
+	}
+	return out
+}
+
+// endpointRules writes the load-balancing rules of a policy chain.
+func (g *generator) endpointRules(m *serviceModel, eps []*endpointModel) []ruleSpec {
+	if m.affinity {
+		rules := make([]ruleSpec, 0, len(eps)+1)
+		var vmap strings.Builder
+		for i, ep := range eps {
+			rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet + " goto " + ep.chain})
+			if i > 0 {
+				vmap.WriteString(" , ")
+			}
+			vmap.WriteString(strconv.Itoa(i))
+			vmap.WriteString(" : goto ")
+			vmap.WriteString(ep.chain)
+		}
+		rules = append(rules, ruleSpec{rule: "numgen random mod " + strconv.Itoa(len(eps)) + " vmap { " + vmap.String() + " }"})
+		return rules
+	}
+	// One endpoint needs no numgen map; maps are comparatively expensive to
+	// load into the kernel.
+	if len(eps) == 1 {
+		return []ruleSpec{{rule: "meta l4proto " + m.protocol + " dnat to " + eps[0].endpoint}}
+	}
+	var b strings.Builder
+	b.WriteString("meta l4proto ")
+	b.WriteString(m.protocol)
+	b.WriteString(" dnat ")
+	b.WriteString(g.ipX)
+	b.WriteString(" addr . port to numgen random mod ")
+	b.WriteString(strconv.Itoa(len(eps)))
+	b.WriteString(" map { ")
+	for i, ep := range eps {
+		if i > 0 {
+			b.WriteString(" , ")
+		}
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString(" : ")
+		b.WriteString(ep.ip)
+		b.WriteString(" . ")
+		b.WriteString(strconv.Itoa(ep.port))
+	}
+	b.WriteString(" }")
+	return []ruleSpec{{rule: b.String()}}
+}

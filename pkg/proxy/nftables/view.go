@@ -1,0 +1,447 @@
+package nftables
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/knftables"
+)
+
+// wantElem is a desired element. Several service ports may claim the same key
+// (the cluster-ips set is shared by all ports of a Service; two Services may
+// share an endpoint in the hairpin set); the first claimant's value wins and the
+// element lives until its last claimant goes away.
+type wantElem struct {
+	value   string
+	comment *string
+	owner   string
+	others  []claim
+}
+
+type claim struct {
+	owner   string
+	value   string
+	comment *string
+}
+
+// view is the authoritative in-memory picture of the kube-proxy table: what we
+// want in it and what we believe the kernel holds. Partial syncs diff the two
+// for the service ports that changed only; the kernel is read back only on
+// full syncs (startup, periodic, after an error).
+type view struct {
+	addrType string // element type of affinity sets
+
+	// believed kernel state
+	haveElems  [numContainers]map[string]string
+	haveChains map[string]*chainSpec // nil value: exists, content unknown
+	haveSets   map[string]time.Duration
+	stale      map[string]time.Time // flushed chains waiting to be deleted
+
+	// desired state
+	owners     map[string]*serviceRules
+	wantElems  [numContainers]map[string]*wantElem
+	wantChains map[string]*chainSpec
+	wantSets   map[string]time.Duration
+
+	// what changed since the last plan
+	touchedElems  [numContainers]map[string]struct{}
+	touchedChains map[string]struct{}
+	touchedSets   map[string]struct{}
+}
+
+const unknownTimeout = time.Duration(-1)
+
+func newView(addrType string) *view {
+	v := &view{
+		addrType:      addrType,
+		haveChains:    map[string]*chainSpec{},
+		haveSets:      map[string]time.Duration{},
+		stale:         map[string]time.Time{},
+		owners:        map[string]*serviceRules{},
+		wantChains:    map[string]*chainSpec{},
+		wantSets:      map[string]time.Duration{},
+		touchedChains: map[string]struct{}{},
+		touchedSets:   map[string]struct{}{},
+	}
+	for c := range numContainers {
+		v.haveElems[c] = map[string]string{}
+		v.wantElems[c] = map[string]*wantElem{}
+		v.touchedElems[c] = map[string]struct{}{}
+	}
+	return v
+}
+
+// setOwner replaces everything owner contributes with r (nil removes it).
+func (v *view) setOwner(owner string, r *serviceRules) {
+	if old := v.owners[owner]; old != nil {
+		for i := range old.chains {
+			name := old.chains[i].name
+			if cur := v.wantChains[name]; cur == &old.chains[i] {
+				delete(v.wantChains, name)
+			}
+			v.touchedChains[name] = struct{}{}
+		}
+		for _, s := range old.sets {
+			delete(v.wantSets, s.name)
+			v.touchedSets[s.name] = struct{}{}
+		}
+		for _, e := range old.elems {
+			v.unclaim(owner, e)
+		}
+		delete(v.owners, owner)
+	}
+	if r == nil {
+		return
+	}
+	v.owners[owner] = r
+	for i := range r.chains {
+		v.wantChains[r.chains[i].name] = &r.chains[i]
+		v.touchedChains[r.chains[i].name] = struct{}{}
+	}
+	for _, s := range r.sets {
+		v.wantSets[s.name] = s.timeout
+		v.touchedSets[s.name] = struct{}{}
+	}
+	for _, e := range r.elems {
+		v.claim(owner, e)
+	}
+}
+
+func (v *view) claim(owner string, e elemSpec) {
+	v.touchedElems[e.c][e.key] = struct{}{}
+	w := v.wantElems[e.c][e.key]
+	if w == nil {
+		v.wantElems[e.c][e.key] = &wantElem{value: e.value, comment: e.comment, owner: owner}
+		return
+	}
+	if w.owner == owner {
+		return // the same service port listing a key twice (e.g. its cluster IP)
+	}
+	for _, o := range w.others {
+		if o.owner == owner {
+			return
+		}
+	}
+	w.others = append(w.others, claim{owner: owner, value: e.value, comment: e.comment})
+}
+
+func (v *view) unclaim(owner string, e elemSpec) {
+	v.touchedElems[e.c][e.key] = struct{}{}
+	w := v.wantElems[e.c][e.key]
+	if w == nil {
+		return
+	}
+	if w.owner == owner {
+		if len(w.others) == 0 {
+			delete(v.wantElems[e.c], e.key)
+			return
+		}
+		next := w.others[0]
+		w.owner, w.value, w.comment = next.owner, next.value, next.comment
+		w.others = slices.Delete(w.others, 0, 1)
+		return
+	}
+	for i, o := range w.others {
+		if o.owner == owner {
+			w.others = slices.Delete(w.others, i, i+1)
+			return
+		}
+	}
+}
+
+// resetDesired forgets all desired state (a full sync recomputes it).
+func (v *view) resetDesired() {
+	clear(v.owners)
+	clear(v.wantChains)
+	clear(v.wantSets)
+	for c := range numContainers {
+		clear(v.wantElems[c])
+	}
+}
+
+// reload replaces the believed kernel state with what the kernel reports, and
+// marks everything touched so that the next plan reconciles all of it. A
+// container that cannot be listed is flushed by the plan instead.
+func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, enabled [numContainers]bool, logger klog.Logger) {
+	for name := range v.haveChains {
+		v.haveChains[name] = nil
+	}
+	chains, err := nft.List(ctx, "chains")
+	switch {
+	case err == nil:
+		clear(v.haveChains)
+		for _, name := range chains {
+			if isServiceChainName(name) {
+				v.haveChains[name] = nil
+			}
+		}
+	case knftables.IsNotFound(err):
+		clear(v.haveChains)
+	default:
+		logger.Error(err, "Failed to list nftables chains; keeping the last known list")
+	}
+	// Stale chains that are gone already need no deletion; those still present
+	// get a fresh timestamp when they are flushed again below.
+	clear(v.stale)
+
+	sets, err := nft.List(ctx, "sets")
+	switch {
+	case err == nil:
+		clear(v.haveSets)
+		for _, name := range sets {
+			if isAffinitySetName(name) {
+				v.haveSets[name] = unknownTimeout
+			}
+		}
+	case knftables.IsNotFound(err):
+		clear(v.haveSets)
+	default:
+		logger.Error(err, "Failed to list nftables sets; keeping the last known list")
+	}
+
+	for c := range numContainers {
+		clear(v.haveElems[c])
+		if !enabled[c] {
+			continue
+		}
+		elems, err := nft.ListElements(ctx, c.kind(), containerNames[c])
+		if err != nil && !knftables.IsNotFound(err) {
+			logger.Error(err, "Failed to list nftables elements; flushing", "containerType", c.kind(), "containerName", containerNames[c])
+			if c.isSet() {
+				p.flush(&knftables.Set{Name: containerNames[c]})
+			} else {
+				p.flush(&knftables.Map{Name: containerNames[c]})
+			}
+			continue
+		}
+		for _, e := range elems {
+			v.haveElems[c][joinKey(e.Key)] = joinKey(e.Value)
+		}
+	}
+	p.endUnit()
+	v.touchAll()
+}
+
+func (v *view) touchAll() {
+	for name := range v.haveChains {
+		v.touchedChains[name] = struct{}{}
+	}
+	for name := range v.wantChains {
+		v.touchedChains[name] = struct{}{}
+	}
+	for name := range v.haveSets {
+		v.touchedSets[name] = struct{}{}
+	}
+	for name := range v.wantSets {
+		v.touchedSets[name] = struct{}{}
+	}
+	for c := range numContainers {
+		for k := range v.haveElems[c] {
+			v.touchedElems[c][k] = struct{}{}
+		}
+		for k := range v.wantElems[c] {
+			v.touchedElems[c][k] = struct{}{}
+		}
+	}
+}
+
+func joinKey(k []string) string {
+	switch len(k) {
+	case 0:
+		return ""
+	case 1:
+		return k[0]
+	}
+	n := 3 * (len(k) - 1)
+	for _, s := range k {
+		n += len(s)
+	}
+	b := make([]byte, 0, n)
+	for i, s := range k {
+		if i > 0 {
+			b = append(b, " . "...)
+		}
+		b = append(b, s...)
+	}
+	return string(b)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// pending records what the believed state becomes once the plan is applied.
+type pending struct {
+	elems  []pendingElem
+	chains []*chainSpec // chain written (or flushed: empty rules)
+	sets   []setSpec
+	delSet []string
+	stale  []string
+}
+
+type pendingElem struct {
+	c     container
+	key   string
+	value string
+	del   bool
+}
+
+// diff appends to p the operations that turn the believed state into the
+// desired one for everything touched since the last diff, in an order that is
+// safe to cut between units: affinity sets, then chains, then element
+// additions and changes, then removals (elements before the chains and sets
+// they reference).
+func (v *view) diff(p *plan) *pending {
+	pend := &pending{}
+
+	touchedSets := sortedKeys(v.touchedSets)
+	for _, name := range touchedSets {
+		want, ok := v.wantSets[name]
+		if !ok {
+			continue
+		}
+		if have, exists := v.haveSets[name]; exists && have == want {
+			continue
+		}
+		p.add(&knftables.Set{
+			Name: name,
+			Type: v.addrType,
+			Flags: []knftables.SetFlag{
+				// nft adds "dynamic" to sets updated from the packet path;
+				// asking for it up front keeps later adds idempotent.
+				knftables.DynamicFlag,
+				knftables.TimeoutFlag,
+			},
+			Timeout: ptrDuration(want),
+		})
+		p.endUnit()
+		pend.sets = append(pend.sets, setSpec{name: name, timeout: want})
+	}
+
+	touchedChains := sortedKeys(v.touchedChains)
+	for _, name := range touchedChains {
+		want := v.wantChains[name]
+		if want == nil {
+			continue
+		}
+		have, exists := v.haveChains[name]
+		if exists && want.equal(have) {
+			continue
+		}
+		p.add(&knftables.Chain{Name: name})
+		if exists {
+			p.flush(&knftables.Chain{Name: name})
+		}
+		for _, r := range want.rules {
+			p.add(&knftables.Rule{Chain: name, Rule: r.rule, Comment: r.comment})
+		}
+		p.endUnit()
+		pend.chains = append(pend.chains, want)
+	}
+
+	var removals []pendingElem
+	for c := range numContainers {
+		keys := sortedKeys(v.touchedElems[c])
+		for _, key := range keys {
+			want := v.wantElems[c][key]
+			have, exists := v.haveElems[c][key]
+			switch {
+			case want == nil && exists:
+				removals = append(removals, pendingElem{c: c, key: key, del: true})
+			case want == nil:
+			case !exists:
+				p.add(c.element(key, want.value, want.comment))
+				p.endUnit()
+				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
+			case have != want.value:
+				p.delete(c.element(key, "", nil))
+				p.add(c.element(key, want.value, want.comment))
+				p.endUnit()
+				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
+			}
+		}
+	}
+	for _, r := range removals {
+		p.delete(r.c.element(r.key, "", nil))
+		p.endUnit()
+	}
+	pend.elems = append(pend.elems, removals...)
+
+	for _, name := range touchedChains {
+		if _, wanted := v.wantChains[name]; wanted {
+			continue
+		}
+		have, exists := v.haveChains[name]
+		if !exists {
+			continue
+		}
+		if have == nil || len(have.rules) > 0 {
+			p.flush(&knftables.Chain{Name: name})
+			p.endUnit()
+		}
+		pend.stale = append(pend.stale, name)
+	}
+
+	for _, name := range touchedSets {
+		if _, wanted := v.wantSets[name]; wanted {
+			continue
+		}
+		if _, exists := v.haveSets[name]; exists {
+			p.delete(&knftables.Set{Name: name})
+			p.endUnit()
+			pend.delSet = append(pend.delSet, name)
+		}
+	}
+
+	clear(v.touchedChains)
+	clear(v.touchedSets)
+	for c := range numContainers {
+		clear(v.touchedElems[c])
+	}
+	return pend
+}
+
+// commit makes the believed state match a successfully applied plan.
+func (v *view) commit(pend *pending, now time.Time) {
+	for _, e := range pend.elems {
+		if e.del {
+			delete(v.haveElems[e.c], e.key)
+		} else {
+			v.haveElems[e.c][e.key] = e.value
+		}
+	}
+	for _, ch := range pend.chains {
+		v.haveChains[ch.name] = ch
+		delete(v.stale, ch.name)
+	}
+	for _, name := range pend.stale {
+		v.haveChains[name] = &chainSpec{name: name}
+		if _, ok := v.stale[name]; !ok {
+			v.stale[name] = now
+		}
+	}
+	for _, s := range pend.sets {
+		v.haveSets[s.name] = s.timeout
+	}
+	for _, name := range pend.delSet {
+		delete(v.haveSets, name)
+	}
+}
+
+// invalidate drops trust in the believed kernel state after a failed
+// transaction; the next (full) sync reloads it.
+func (v *view) invalidate() {
+	for name := range v.haveChains {
+		v.haveChains[name] = nil
+	}
+	clear(v.stale)
+}
+
+func ptrDuration(d time.Duration) *time.Duration { return &d }
