@@ -86,7 +86,7 @@ func (h *fakeHandle) ConntrackDeleteFilters(_ netlink.ConntrackTableType, fam ne
 func manyFlows(n int) []*netlink.ConntrackFlow {
 	out := make([]*netlink.ConntrackFlow, n)
 	for i := range out {
-		out[i] = mkFlow(unix.IPPROTO_UDP, fmt.Sprintf("198.18.0.%d:%d", 1+i%200, 1024+i), "198.18.10.1:53", fmt.Sprintf("198.18.1.%d:5353", 1+i%7))
+		out[i] = mkFlow(unix.IPPROTO_UDP, fmt.Sprintf("198.18.%d.%d:%d", i/50000, 1+i%200, 1024+i%50000), "198.18.10.1:53", fmt.Sprintf("198.18.1.%d:5353", 1+i%7))
 	}
 	return out
 }
