@@ -1,0 +1,15 @@
+// Package iptables is kube-proxy's iptables backend: it turns the brain's
+// view of Services and endpoints (pkg/proxy) into iptables rules in the nat
+// and filter tables, written with one iptables-restore per sync.
+//
+// The generated chains and rules are identical in name and meaning to
+// upstream Kubernetes v1.37's iptables mode, so a node can switch between the
+// two binaries without stale or conflicting rules. Internally the proxier
+// differs: it keeps the per-service dispatch rules rendered from the previous
+// sync and re-renders only changed services, and it tracks the chains it
+// created so that partial syncs never need iptables-save.
+//
+// Allowed imports: the brain (k8s.io/kube-proxy/pkg/proxy and its config,
+// conntrack, healthcheck, metrics, runner, util and apis/config packages),
+// pkg/proxy/metaproxier, and k8s.io/net-utils. Never another backend.
+package iptables

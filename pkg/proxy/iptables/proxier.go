@@ -1,0 +1,653 @@
+package iptables
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
+	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/runner"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
+	utiliptables "k8s.io/net-utils/iptables"
+	utilsysctl "k8s.io/net-utils/sysctl"
+)
+
+const (
+	// largeClusterEndpointsThreshold is the endpoint count above which rules
+	// lose their per-endpoint comments and periodic full resyncs stop, trading
+	// debuggability for iptables-restore time.
+	largeClusterEndpointsThreshold = 1000
+
+	sysctlRouteLocalnet           = "net/ipv4/conf/all/route_localnet"
+	sysctlNFConntrackTCPBeLiberal = "net/netfilter/nf_conntrack_tcp_be_liberal"
+
+	defaultMasqueradeBit = 14
+)
+
+// NewDualStackProxier builds an IPv4 and an IPv6 proxier and combines them
+// with a metaproxier.
+func NewDualStackProxier(
+	ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipts map[v1.IPFamily]utiliptables.Interface,
+	sysctl utilsysctl.Interface,
+	localDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIPs map[v1.IPFamily]net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+) (proxy.Provider, error) {
+	return NewDualStackProxierWithOptions(ctx, config, ipts, sysctl, localDetectors, nodeName, nodeIPs, recorder, healthzServer, initOnly)
+}
+
+// NewDualStackProxierWithOptions is NewDualStackProxier with Options applied
+// to both single-stack proxiers.
+func NewDualStackProxierWithOptions(
+	ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipts map[v1.IPFamily]utiliptables.Interface,
+	sysctl utilsysctl.Interface,
+	localDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIPs map[v1.IPFamily]net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+	opts ...Option,
+) (proxy.Provider, error) {
+	ipv4, err := NewProxierWithOptions(ctx, config, v1.IPv4Protocol, ipts[v1.IPv4Protocol], sysctl,
+		localDetectors[v1.IPv4Protocol], nodeName, nodeIPs[v1.IPv4Protocol], recorder, healthzServer, initOnly, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the IPv4 iptables proxier: %w", err)
+	}
+	ipv6, err := NewProxierWithOptions(ctx, config, v1.IPv6Protocol, ipts[v1.IPv6Protocol], sysctl,
+		localDetectors[v1.IPv6Protocol], nodeName, nodeIPs[v1.IPv6Protocol], recorder, healthzServer, initOnly, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the IPv6 iptables proxier: %w", err)
+	}
+	if initOnly {
+		return nil, nil
+	}
+	return metaproxier.NewMetaProxier(ipv4, ipv6), nil
+}
+
+// Proxier is the iptables proxier for one IP family. It implements
+// proxy.Provider.
+type Proxier struct {
+	ipFamily v1.IPFamily
+
+	// Changes accumulated since the last sync; the trackers are safe for
+	// concurrent use and are drained by syncProxyRules.
+	endpointsChanges *proxy.EndpointsChangeTracker
+	serviceChanges   *proxy.ServiceChangeTracker
+
+	mu                   sync.Mutex // guards everything below until the constants
+	svcPortMap           proxy.ServicePortMap
+	endpointsMap         proxy.EndpointsMap
+	topologyLabels       map[string]string
+	endpointSlicesSynced bool
+	servicesSynced       bool
+	needFullSync         bool
+	lastFullSync         time.Time
+	largeClusterMode     bool
+
+	// order is svcPortMap's keys sorted, so output is deterministic; it is
+	// rebuilt only when the set of service ports changes.
+	order      []proxy.ServicePortName
+	orderDirty bool
+	// cache holds each service port's rendered dispatch rules from the last
+	// sync, reused verbatim by partial syncs when the port is unchanged.
+	cache map[proxy.ServicePortName]*svcRender
+	// kernelChains is the set of KUBE-SVC/SVL/EXT/FW/SEP chains the last
+	// successful restore left in the nat table. Partial syncs derive stale
+	// chains from it instead of running iptables-save.
+	kernelChains sets.Set[utiliptables.Chain]
+
+	// Reused between syncs to avoid reallocating large buffers.
+	filterChains, filterRules ruleBuf
+	natChains, natRules       ruleBuf
+	dispatch                  ruleBuf
+	restoreData               []byte
+	saveBuf                   bytesBuffer
+	probabilities             []string
+	nfacctReady               map[string]bool
+
+	initialized atomic.Bool
+	syncRunner  *runner.BoundedFrequencyRunner
+
+	// Constant after construction.
+	iptables            utiliptables.Interface
+	masqueradeAll       bool
+	masqueradeMark      string // "0x00004000"
+	masqueradeMatch     string // "0x00004000/0x00004000"
+	randomFully         bool
+	conntrack           conntrack.Interface
+	nfacct              nfacct.Interface
+	localDetector       proxyutil.LocalTrafficDetector
+	nodeName            string
+	nodeIP              net.IP
+	syncPeriod          time.Duration
+	serviceHealthServer healthcheck.ServiceHealthServer
+	healthzServer       *healthcheck.ProxyHealthServer
+	localhostNodePorts  bool
+	conntrackTCPLiberal bool
+	nodePortAddresses   *proxyutil.NodePortAddresses
+	networkInterfacer   proxyutil.NetworkInterfacer
+	dryRun              io.Writer
+	logger              klog.Logger
+}
+
+var _ proxy.Provider = &Proxier{}
+
+// NewProxier returns a single-stack iptables proxier, after setting the
+// sysctls it needs. With initOnly it only sets the sysctls and returns
+// (nil, nil).
+func NewProxier(ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipFamily v1.IPFamily,
+	ipt utiliptables.Interface,
+	sysctl utilsysctl.Interface,
+	localDetector proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIP net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+) (*Proxier, error) {
+	return NewProxierWithOptions(ctx, config, ipFamily, ipt, sysctl, localDetector, nodeName, nodeIP, recorder, healthzServer, initOnly)
+}
+
+// NewProxierWithOptions is NewProxier with Options; see WithDryRun for the
+// mode the binary uses to print rules without applying them.
+func NewProxierWithOptions(ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipFamily v1.IPFamily,
+	ipt utiliptables.Interface,
+	sysctl utilsysctl.Interface,
+	localDetector proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIP net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+	opts ...Option,
+) (*Proxier, error) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if config == nil {
+		return nil, fmt.Errorf("iptables proxier (%s): nil configuration", ipFamily)
+	}
+	if ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol {
+		return nil, fmt.Errorf("iptables proxier: invalid IP family %q", ipFamily)
+	}
+	if ipt == nil && o.dryRun == nil {
+		return nil, fmt.Errorf("iptables proxier (%s): nil iptables interface", ipFamily)
+	}
+	if localDetector == nil {
+		localDetector = proxyutil.NewNoOpLocalDetector()
+	}
+
+	localhostNodePorts := true
+	if config.IPTables.LocalhostNodePorts != nil {
+		localhostNodePorts = *config.IPTables.LocalhostNodePorts
+	}
+	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
+	if !nodePortAddresses.ContainsIPv4Loopback() {
+		localhostNodePorts = false
+	}
+	if localhostNodePorts && o.dryRun == nil {
+		// NodePorts on 127.0.0.1 only work if the kernel routes martian
+		// loopback-destined packets; see https://issues.k8s.io/90259 for the
+		// exposure this opens and the KUBE-FIREWALL rule that closes it.
+		logger.Info("Setting route_localnet=1 to allow node-ports on localhost; to change this either disable iptables.localhostNodePorts (--iptables-localhost-nodeports) or set nodePortAddresses (--nodeport-addresses) to filter loopback addresses")
+		if sysctl == nil {
+			return nil, fmt.Errorf("iptables proxier (%s): nil sysctl interface but %s must be set", ipFamily, sysctlRouteLocalnet)
+		}
+		if err := proxyutil.EnsureSysctl(sysctl, sysctlRouteLocalnet, 1); err != nil {
+			return nil, fmt.Errorf("setting sysctl %s=1 for localhost NodePorts: %w", sysctlRouteLocalnet, err)
+		}
+	}
+
+	// With be_liberal the kernel only marks out-of-window RSTs INVALID, so the
+	// INVALID drop rule would do more harm than good.
+	conntrackTCPLiberal := false
+	if sysctl != nil {
+		if val, err := sysctl.GetSysctl(sysctlNFConntrackTCPBeLiberal); err == nil && val != 0 {
+			conntrackTCPLiberal = true
+			logger.Info("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets")
+		}
+	}
+
+	if initOnly {
+		logger.Info("System initialized and --init-only specified")
+		return nil, nil
+	}
+
+	masqBit := int32(defaultMasqueradeBit)
+	if config.IPTables.MasqueradeBit != nil {
+		masqBit = *config.IPTables.MasqueradeBit
+	}
+	if masqBit < 0 || masqBit > 31 {
+		return nil, fmt.Errorf("iptables proxier (%s): masqueradeBit %d out of range [0, 31]", ipFamily, masqBit)
+	}
+	masqueradeMark := fmt.Sprintf("%#08x", uint32(1)<<uint(masqBit))
+	logger.V(2).Info("Using iptables mark for masquerade", "mark", masqueradeMark)
+
+	// Every iptables kube-proxy supports has --random-fully; ask anyway when
+	// the interface can tell, since MASQUERADE with an unknown option would
+	// make every restore fail.
+	randomFully := true
+	if fd, ok := ipt.(utiliptables.FeatureDetector); ok {
+		randomFully = fd.Features().RandomFully
+	}
+
+	serviceHealthServer := o.serviceHealthServer
+	if serviceHealthServer == nil {
+		if o.dryRun != nil {
+			serviceHealthServer = healthcheck.NewFakeServiceHealthServer()
+		} else {
+			var hc interface{ Health() healthcheck.ProxyHealth }
+			if healthzServer != nil {
+				hc = healthzServer
+			}
+			serviceHealthServer = healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, hc, ipFamily)
+		}
+	}
+
+	nfacctRunner := o.nfacct
+	if !o.nfacctSet && o.dryRun == nil {
+		n, err := nfacct.New()
+		if err != nil {
+			logger.Error(err, "Failed to create nfacct runner, nfacct based metrics won't be available")
+		} else {
+			nfacctRunner = n
+		}
+	}
+	ct := o.conntrack
+	if ct == nil && o.dryRun == nil {
+		ct = conntrack.New()
+	}
+	nw := o.networkInterfacer
+	if nw == nil {
+		nw = proxyutil.RealNetwork{}
+	}
+
+	p := &Proxier{
+		ipFamily:            ipFamily,
+		svcPortMap:          make(proxy.ServicePortMap),
+		endpointsMap:        make(proxy.EndpointsMap),
+		needFullSync:        true,
+		cache:               make(map[proxy.ServicePortName]*svcRender),
+		kernelChains:        sets.New[utiliptables.Chain](),
+		probabilities:       []string{"<bad value>"},
+		iptables:            ipt,
+		masqueradeAll:       config.Linux.MasqueradeAll,
+		masqueradeMark:      masqueradeMark,
+		masqueradeMatch:     masqueradeMark + "/" + masqueradeMark,
+		randomFully:         randomFully,
+		conntrack:           ct,
+		nfacct:              nfacctRunner,
+		localDetector:       localDetector,
+		nodeName:            nodeName,
+		nodeIP:              nodeIP,
+		syncPeriod:          config.SyncPeriod.Duration,
+		serviceHealthServer: serviceHealthServer,
+		healthzServer:       healthzServer,
+		localhostNodePorts:  localhostNodePorts,
+		conntrackTCPLiberal: conntrackTCPLiberal,
+		nodePortAddresses:   nodePortAddresses,
+		networkInterfacer:   nw,
+		dryRun:              o.dryRun,
+		logger:              logger,
+		nfacctReady: map[string]bool{
+			metrics.IPTablesCTStateInvalidDroppedNFAcctCounter: false,
+			metrics.LocalhostNodePortAcceptedNFAcctCounter:     false,
+		},
+	}
+	p.serviceChanges = proxy.NewServiceChangeTracker(ipFamily, newServiceInfo, nil)
+	p.endpointsChanges = proxy.NewEndpointsChangeTracker(ipFamily, nodeName, newEndpointInfo, nil)
+
+	minSyncPeriod := config.MinSyncPeriod.Duration
+	syncPeriod := config.SyncPeriod.Duration
+	if syncPeriod <= 0 {
+		syncPeriod = 30 * time.Second
+		p.syncPeriod = syncPeriod
+	}
+	logger.V(2).Info("Iptables sync params", "minSyncPeriod", minSyncPeriod, "syncPeriod", syncPeriod, "maxSyncPeriod", proxyutil.FullSyncPeriod)
+	// syncPeriod is only the retry interval: the canary Monitor, not a timer,
+	// detects rules flushed behind our back.
+	p.syncRunner = runner.NewBoundedFrequencyRunner("sync-runner", p.syncProxyRules, minSyncPeriod, syncPeriod, proxyutil.FullSyncPeriod)
+
+	if o.dryRun == nil && !o.noMonitor {
+		stop := o.stopCh
+		if stop == nil {
+			stop = wait.NeverStop
+		}
+		go ipt.Monitor(kubeProxyCanaryChain,
+			[]utiliptables.Table{utiliptables.TableMangle, utiliptables.TableNAT, utiliptables.TableFilter},
+			p.forceSyncProxyRules, syncPeriod, stop)
+	}
+	return p, nil
+}
+
+// Sync requests a sync as soon as the minimum interval allows.
+func (p *Proxier) Sync() {
+	if p.healthzServer != nil {
+		p.healthzServer.QueuedUpdate(p.ipFamily)
+	}
+	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(p.ipFamily)).SetToCurrentTime()
+	p.syncRunner.Run()
+}
+
+// SyncLoop runs periodic work. It does not return.
+func (p *Proxier) SyncLoop() {
+	// Mark healthy at start so that a proxier whose first sync never
+	// succeeds is reported only after the health timeout.
+	if p.healthzServer != nil {
+		p.healthzServer.Updated(p.ipFamily)
+	}
+	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(p.ipFamily)).SetToCurrentTime()
+	p.syncRunner.Loop(wait.NeverStop)
+}
+
+// SyncNow runs one sync synchronously and returns its error. It is not part
+// of the upstream API: the binary's dry-run mode and tests use it to get a
+// sync at a point of their choosing.
+func (p *Proxier) SyncNow() error { return p.syncProxyRules() }
+
+// OnServiceAdd is called whenever creation of new service object is observed.
+func (p *Proxier) OnServiceAdd(service *v1.Service) { p.OnServiceUpdate(nil, service) }
+
+// OnServiceUpdate is called whenever modification of an existing service
+// object is observed.
+func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
+	if p.serviceChanges.Update(oldService, service) && p.initialized.Load() {
+		p.Sync()
+	}
+}
+
+// OnServiceDelete is called whenever deletion of an existing service object
+// is observed.
+func (p *Proxier) OnServiceDelete(service *v1.Service) { p.OnServiceUpdate(service, nil) }
+
+// OnServiceSynced is called once all the initial event handlers were called
+// and the state is fully propagated to local cache.
+func (p *Proxier) OnServiceSynced() {
+	p.mu.Lock()
+	p.servicesSynced = true
+	p.initialized.Store(p.endpointSlicesSynced)
+	p.mu.Unlock()
+	// Once per lifetime, so sync right away instead of waiting for the runner.
+	_ = p.syncProxyRules()
+}
+
+// OnEndpointSliceAdd is called whenever creation of a new endpoint slice
+// object is observed.
+func (p *Proxier) OnEndpointSliceAdd(endpointSlice *discovery.EndpointSlice) {
+	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, false) && p.initialized.Load() {
+		p.Sync()
+	}
+}
+
+// OnEndpointSliceUpdate is called whenever modification of an existing
+// endpoint slice object is observed.
+func (p *Proxier) OnEndpointSliceUpdate(_, endpointSlice *discovery.EndpointSlice) {
+	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, false) && p.initialized.Load() {
+		p.Sync()
+	}
+}
+
+// OnEndpointSliceDelete is called whenever deletion of an existing endpoint
+// slice object is observed.
+func (p *Proxier) OnEndpointSliceDelete(endpointSlice *discovery.EndpointSlice) {
+	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, true) && p.initialized.Load() {
+		p.Sync()
+	}
+}
+
+// OnEndpointSlicesSynced is called once all the initial event handlers were
+// called and the state is fully propagated to local cache.
+func (p *Proxier) OnEndpointSlicesSynced() {
+	p.mu.Lock()
+	p.endpointSlicesSynced = true
+	p.initialized.Store(p.servicesSynced)
+	p.mu.Unlock()
+	_ = p.syncProxyRules()
+}
+
+// OnTopologyChange is called whenever this node's topology labels change.
+// Topology changes which endpoints every service uses, so it forces a full
+// sync.
+func (p *Proxier) OnTopologyChange(topologyLabels map[string]string) {
+	p.mu.Lock()
+	p.topologyLabels = topologyLabels
+	p.needFullSync = true
+	p.mu.Unlock()
+	p.logger.V(4).Info("Updated proxier node topology labels", "labels", topologyLabels)
+	p.Sync()
+}
+
+// OnServiceCIDRsChanged is a no-op: the iptables mode does not use the
+// service CIDRs.
+func (p *Proxier) OnServiceCIDRsChanged(_ []string) {}
+
+// forceSyncProxyRules is the canary Monitor's callback: someone flushed our
+// tables, so everything, including the jumps from builtin chains, is rewritten.
+func (p *Proxier) forceSyncProxyRules() {
+	p.mu.Lock()
+	p.needFullSync = true
+	p.mu.Unlock()
+	_ = p.syncProxyRules()
+}
+
+// probability returns the --probability argument for choosing one of n
+// remaining endpoints; formatting floats is slow, so values are memoized.
+// Requires p.mu.
+func (p *Proxier) probability(n int) string {
+	for i := len(p.probabilities); i <= n; i++ {
+		p.probabilities = append(p.probabilities, strconv.FormatFloat(1.0/float64(i), 'f', 10, 64))
+	}
+	return p.probabilities[n]
+}
+
+// servicePortInfo is the proxier's ServicePort: the brain's info plus every
+// string the rules need, computed once when the Service changes rather than
+// on every sync.
+type servicePortInfo struct {
+	*proxy.BaseServicePortInfo
+
+	nameString string // "ns/svc:port"
+	protocol   string // "tcp"
+	// invalid, if non-empty, says why no rules may be written for this port.
+	invalid string
+
+	clusterIP, port, nodePort, hcNodePort string
+
+	clusterPolicyChain utiliptables.Chain
+	localPolicyChain   utiliptables.Chain
+	firewallChain      utiliptables.Chain
+	externalChain      utiliptables.Chain
+
+	// Quoted comments, in upstream's wording.
+	commentClusterIP, commentExternalIP, commentLBIP string
+	commentNoEndpoints, commentNoLocalEndpoints       string
+	commentHC, commentFWDrop                          string
+	commentMasqExt, commentPodExt, commentMasqLocal   string
+	commentRouteLocal, commentFWOther                 string
+}
+
+// newServiceInfo is the tracker's makeServicePortFunc.
+func newServiceInfo(port *v1.ServicePort, service *v1.Service, base *proxy.BaseServicePortInfo) proxy.ServicePort {
+	name := proxy.ServicePortName{Port: port.Name}
+	name.Namespace, name.Name = service.Namespace, service.Name
+	info := &servicePortInfo{
+		BaseServicePortInfo: base,
+		nameString:          name.String(),
+		protocol:            strings.ToLower(string(base.Protocol())),
+	}
+	h := serviceChainHash(info.nameString, info.protocol)
+	info.clusterPolicyChain = utiliptables.Chain(svcChainPrefix + h)
+	info.localPolicyChain = utiliptables.Chain(svlChainPrefix + h)
+	info.firewallChain = utiliptables.Chain(fwChainPrefix + h)
+	info.externalChain = utiliptables.Chain(extChainPrefix + h)
+
+	switch {
+	case !safeForRules(info.nameString):
+		info.invalid = "name contains characters that cannot be written into an iptables comment"
+	case base.ClusterIP() == nil || base.ClusterIP().IsUnspecified():
+		info.invalid = "missing or unspecified cluster IP"
+	case base.Port() <= 0 || base.Port() > 65535:
+		info.invalid = fmt.Sprintf("port %d out of range", base.Port())
+	case base.NodePort() < 0 || base.NodePort() > 65535:
+		info.invalid = fmt.Sprintf("nodePort %d out of range", base.NodePort())
+	case base.HealthCheckNodePort() < 0 || base.HealthCheckNodePort() > 65535:
+		info.invalid = fmt.Sprintf("healthCheckNodePort %d out of range", base.HealthCheckNodePort())
+	case info.protocol != "tcp" && info.protocol != "udp" && info.protocol != "sctp":
+		info.invalid = fmt.Sprintf("unsupported protocol %q", base.Protocol())
+	}
+	if info.invalid != "" {
+		return info
+	}
+
+	info.clusterIP = base.ClusterIP().String()
+	info.port = strconv.Itoa(base.Port())
+	info.nodePort = strconv.Itoa(base.NodePort())
+	info.hcNodePort = strconv.Itoa(base.HealthCheckNodePort())
+	n := info.nameString
+	info.commentClusterIP = `"` + n + ` cluster IP"`
+	info.commentExternalIP = `"` + n + ` external IP"`
+	info.commentLBIP = `"` + n + ` loadbalancer IP"`
+	info.commentNoEndpoints = `"` + n + ` has no endpoints"`
+	info.commentNoLocalEndpoints = `"` + n + ` has no local endpoints"`
+	info.commentHC = `"` + n + ` health check node port"`
+	info.commentFWDrop = `"` + n + ` traffic not accepted by ` + string(info.firewallChain) + `"`
+	info.commentMasqExt = `"masquerade traffic for ` + n + ` external destinations"`
+	info.commentPodExt = `"pod traffic for ` + n + ` external destinations"`
+	info.commentMasqLocal = `"masquerade LOCAL traffic for ` + n + ` external destinations"`
+	info.commentRouteLocal = `"route LOCAL traffic for ` + n + ` external destinations"`
+	info.commentFWOther = `"other traffic to ` + n + ` will be dropped by KUBE-PROXY-FIREWALL"`
+	return info
+}
+
+// safeForRules reports whether s can be put inside a double-quoted comment
+// (or a chain of rules) without changing how iptables-restore splits the
+// line. API-server validation guarantees it; manifests read from files and
+// third-party callers might not.
+func safeForRules(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
+			return false
+		}
+	}
+	return true
+}
+
+// endpointInfo is the proxier's Endpoint: the brain's info plus the SEP
+// chain name (a SHA-256 per endpoint, so worth computing once).
+type endpointInfo struct {
+	*proxy.BaseEndpointInfo
+
+	chainName utiliptables.Chain
+	// invalid, if non-empty, says why this endpoint may not be used.
+	invalid string
+	// comment is `"ns/svc:port -> ip:port"`, the SVC-chain rule comment.
+	comment string
+}
+
+// newEndpointInfo is the tracker's makeEndpointFunc.
+func newEndpointInfo(base *proxy.BaseEndpointInfo, svcPortName *proxy.ServicePortName) proxy.Endpoint {
+	nameString := svcPortName.String()
+	ep := &endpointInfo{
+		BaseEndpointInfo: base,
+		chainName:        endpointChainName(nameString, strings.ToLower(string(svcPortName.Protocol)), base.String()),
+	}
+	if ip := net.ParseIP(base.IP()); ip == nil {
+		ep.invalid = fmt.Sprintf("invalid IP %q", base.IP())
+	} else if base.Port() <= 0 || base.Port() > 65535 {
+		ep.invalid = fmt.Sprintf("port %d out of range", base.Port())
+	} else if !safeForRules(nameString) {
+		ep.invalid = "service port name contains characters that cannot be written into an iptables comment"
+	}
+	if ep.invalid == "" {
+		ep.comment = `"` + nameString + ` -> ` + base.String() + `"`
+	}
+	return ep
+}
+
+// options collects what Options set.
+type options struct {
+	dryRun              io.Writer
+	conntrack           conntrack.Interface
+	nfacct              nfacct.Interface
+	nfacctSet           bool
+	serviceHealthServer healthcheck.ServiceHealthServer
+	networkInterfacer   proxyutil.NetworkInterfacer
+	stopCh              <-chan struct{}
+	noMonitor           bool
+}
+
+// Option customizes a Proxier built by NewProxierWithOptions or
+// NewDualStackProxierWithOptions.
+type Option func(*options)
+
+// WithDryRun makes every sync write the iptables-restore input it would
+// apply to w, instead of applying it, and makes the proxier touch nothing on
+// the host: no sysctl writes, no iptables calls (ipt may be nil; if given it
+// is not used), no conntrack cleanup, no nfacct, no canary Monitor and no
+// per-service health check listeners. The jumps from builtin chains, which a
+// real sync ensures with separate iptables calls, are printed first as
+// "# ensure:" comment lines, so the whole output is valid iptables-restore
+// input. This is what `kube-proxy --dry-run` uses.
+func WithDryRun(w io.Writer) Option { return func(o *options) { o.dryRun = w } }
+
+// WithConntrack replaces the netlink conntrack client (tests pass
+// conntrack.NewFake()).
+func WithConntrack(ct conntrack.Interface) Option { return func(o *options) { o.conntrack = ct } }
+
+// WithNFAcct replaces the netlink nfacct client; nil disables the nfacct
+// counters and their metrics.
+func WithNFAcct(n nfacct.Interface) Option {
+	return func(o *options) { o.nfacct, o.nfacctSet = n, true }
+}
+
+// WithServiceHealthServer replaces the per-service health check server.
+func WithServiceHealthServer(s healthcheck.ServiceHealthServer) Option {
+	return func(o *options) { o.serviceHealthServer = s }
+}
+
+// WithNetworkInterfacer replaces the source of host addresses used to
+// expand nodePortAddresses.
+func WithNetworkInterfacer(n proxyutil.NetworkInterfacer) Option {
+	return func(o *options) { o.networkInterfacer = n }
+}
+
+// WithStopCh stops the canary Monitor goroutine when stop is closed.
+// Upstream's proxier monitors until the process exits.
+func WithStopCh(stop <-chan struct{}) Option { return func(o *options) { o.stopCh = stop } }
+
+// WithoutMonitor disables the canary Monitor (for tests driving syncs by hand).
+func WithoutMonitor() Option { return func(o *options) { o.noMonitor = true } }

@@ -1,0 +1,759 @@
+package iptables
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	utiliptables "k8s.io/net-utils/iptables"
+)
+
+// bytesBuffer is bytes.Buffer under a name that reads well in struct fields.
+type bytesBuffer = bytes.Buffer
+
+type jumpRule struct {
+	table     utiliptables.Table
+	dstChain  utiliptables.Chain
+	srcChain  utiliptables.Chain
+	comment   string
+	extraArgs []string
+}
+
+// jumpRules are the rules in builtin chains leading to ours. They are
+// ensured with individual iptables calls on full syncs, because a restore
+// can only replace a builtin chain wholesale, and other software owns rules
+// there too.
+var jumpRules = []jumpRule{
+	{utiliptables.TableFilter, kubeExternalServicesChain, utiliptables.ChainInput, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{utiliptables.TableFilter, kubeExternalServicesChain, utiliptables.ChainForward, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{utiliptables.TableFilter, kubeNodePortsChain, utiliptables.ChainInput, "kubernetes health check service ports", nil},
+	{utiliptables.TableFilter, kubeServicesChain, utiliptables.ChainForward, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{utiliptables.TableFilter, kubeServicesChain, utiliptables.ChainOutput, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{utiliptables.TableFilter, kubeForwardChain, utiliptables.ChainForward, "kubernetes forwarding rules", nil},
+	{utiliptables.TableFilter, kubeProxyFirewallChain, utiliptables.ChainInput, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{utiliptables.TableFilter, kubeProxyFirewallChain, utiliptables.ChainOutput, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{utiliptables.TableFilter, kubeProxyFirewallChain, utiliptables.ChainForward, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{utiliptables.TableNAT, kubeServicesChain, utiliptables.ChainOutput, "kubernetes service portals", nil},
+	{utiliptables.TableNAT, kubeServicesChain, utiliptables.ChainPrerouting, "kubernetes service portals", nil},
+	{utiliptables.TableNAT, kubePostroutingChain, utiliptables.ChainPostrouting, "kubernetes postrouting rules", nil},
+}
+
+// kubeletJumpRules duplicate jumps kubelet creates. Cleanup leaves them.
+var kubeletJumpRules = []jumpRule{
+	{utiliptables.TableFilter, kubeletFirewallChain, utiliptables.ChainInput, "", nil},
+	{utiliptables.TableFilter, kubeletFirewallChain, utiliptables.ChainOutput, "", nil},
+}
+
+func (j jumpRule) args() []string {
+	args := slices.Clone(j.extraArgs)
+	if j.comment != "" {
+		args = append(args, "-m", "comment", "--comment", j.comment)
+	}
+	return append(args, "-j", string(j.dstChain))
+}
+
+// svcRender is what one service port contributed to the last sync.
+type svcRender struct {
+	info *servicePortInfo
+
+	// filter holds the port's rules in the top-level filter chains and
+	// dispatch its rules in the top-level nat chains (KUBE-SERVICES,
+	// KUBE-NODEPORTS); both are rewritten on every sync.
+	filter, dispatch ruleBuf
+	// chains are the port's own nat chains; ownRules counts their rules,
+	// which are written only when the port changed.
+	chains   []utiliptables.Chain
+	ownRules int
+
+	noLocalInternal, noLocalExternal bool
+}
+
+var errSyncFailed = errors.New("iptables sync failed")
+
+// syncProxyRules is the only place rules are written (apart from cleanup).
+// It must be called without p.mu held.
+func (p *Proxier) syncProxyRules() (retErr error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	if !p.initialized.Load() {
+		p.logger.V(2).Info("Not syncing iptables until Services and Endpoints have been received from master")
+		return nil
+	}
+
+	start := time.Now()
+	doFullSync := p.needFullSync || (time.Since(p.lastFullSync) > proxyutil.FullSyncPeriod && !p.largeClusterMode)
+	family := string(p.ipFamily)
+	defer func() {
+		elapsed := metrics.SinceInSeconds(start)
+		metrics.SyncProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
+		if doFullSync {
+			metrics.SyncFullProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
+		} else {
+			metrics.SyncPartialProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
+		}
+		p.logger.V(2).Info("SyncProxyRules complete", "elapsed", time.Since(start))
+	}()
+
+	serviceResult := p.svcPortMap.Update(p.serviceChanges)
+	endpointResult := p.endpointsMap.Update(p.endpointsChanges)
+	if serviceResult.UpdatedServices.Len() > 0 || len(p.order) != len(p.svcPortMap) {
+		p.orderDirty = true
+	}
+
+	p.logger.V(2).Info("Syncing iptables rules", "fullSync", doFullSync)
+
+	success := false
+	defer func() {
+		if success {
+			if doFullSync {
+				p.lastFullSync = time.Now()
+			}
+			return
+		}
+		p.logger.Info("Sync failed", "retryingTime", p.syncPeriod)
+		retErr = errSyncFailed
+		if !doFullSync {
+			metrics.IPTablesPartialRestoreFailuresTotal.WithLabelValues(family).Inc()
+		}
+		// The trackers have been drained, so what changed is lost: only a
+		// full sync can bring the kernel back in line.
+		p.needFullSync = true
+	}()
+
+	if doFullSync && p.dryRun == nil {
+		if err := p.ensureJumpRules(); err != nil {
+			p.logger.Error(err, "Failed to ensure jump rules from builtin chains")
+			return errSyncFailed
+		}
+		if p.nfacct != nil {
+			for name := range p.nfacctReady {
+				if err := p.nfacct.Ensure(name); err != nil {
+					p.nfacctReady[name] = false
+					p.logger.Error(err, "Failed to create nfacct counter; the corresponding metric will not be updated", "counter", name)
+				} else {
+					p.nfacctReady[name] = true
+				}
+			}
+		}
+	}
+
+	totalEndpoints := 0
+	for name := range p.svcPortMap {
+		totalEndpoints += len(p.endpointsMap[name])
+	}
+	large := totalEndpoints > largeClusterEndpointsThreshold
+	if large != p.largeClusterMode {
+		// Comments differ between the modes, so cached renders are stale.
+		p.largeClusterMode = large
+		doFullSync = true
+	}
+
+	if p.orderDirty {
+		p.order = p.order[:0]
+		for name := range p.svcPortMap {
+			p.order = append(p.order, name)
+		}
+		slices.SortFunc(p.order, compareServicePortName)
+		p.orderDirty = false
+		for name := range p.cache {
+			if _, ok := p.svcPortMap[name]; !ok {
+				delete(p.cache, name)
+			}
+		}
+	}
+
+	p.filterChains.reset()
+	p.filterRules.reset()
+	p.natChains.reset()
+	p.natRules.reset()
+	p.dispatch.reset()
+
+	for _, c := range [...]utiliptables.Chain{kubeServicesChain, kubeExternalServicesChain, kubeForwardChain, kubeNodePortsChain, kubeProxyFirewallChain} {
+		p.filterChains.chainLine(c)
+	}
+	for _, c := range [...]utiliptables.Chain{kubeServicesChain, kubeNodePortsChain, kubePostroutingChain, kubeMarkMasqChain} {
+		p.natChains.chainLine(c)
+	}
+
+	// Packets marked by KUBE-MARK-MASQ are masqueraded on the way out; the
+	// mark is cleared first so a packet re-entering the stack is not
+	// masqueraded twice.
+	p.natRules.line("-A", string(kubePostroutingChain), "-m", "mark", "!", "--mark", p.masqueradeMatch, "-j", "RETURN")
+	p.natRules.line("-A", string(kubePostroutingChain), "-j", "MARK", "--xor-mark", p.masqueradeMark)
+	p.natRules.start("-A", string(kubePostroutingChain), "-m", "comment", "--comment", `"kubernetes service traffic requiring SNAT"`, "-j", "MASQUERADE")
+	if p.randomFully {
+		p.natRules.more("--random-fully")
+	}
+	p.natRules.end()
+	p.natRules.line("-A", string(kubeMarkMasqChain), "-j", "MARK", "--or-mark", p.masqueradeMark)
+
+	isIPv6 := p.ipFamily == v1.IPv6Protocol
+	if !isIPv6 && p.localhostNodePorts {
+		// route_localnet lets remote hosts reach 127.0.0.0/8 on this node
+		// (https://issue.k8s.io/90259); only DNATed replies may use it. The
+		// same rule is created by kubelet and must stay identical to it.
+		p.filterChains.chainLine(kubeletFirewallChain)
+		p.filterRules.line("-A", string(kubeletFirewallChain), "-m", "comment", "--comment", `"block incoming localnet connections"`,
+			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
+	}
+
+	active := sets.New[utiliptables.Chain]()
+	noLocalInternal, noLocalExternal := 0, 0
+	skippedRules := 0
+	for _, name := range p.order {
+		svc, ok := p.svcPortMap[name]
+		if !ok {
+			continue
+		}
+		info, ok := svc.(*servicePortInfo)
+		if !ok {
+			p.logger.Error(nil, "Skipping service port of unexpected type", "servicePortName", name, "type", fmt.Sprintf("%T", svc))
+			continue
+		}
+		changed := doFullSync || serviceResult.UpdatedServices.Has(name.NamespacedName) || endpointResult.UpdatedServices.Has(name.NamespacedName)
+		r := p.cache[name]
+		if changed || r == nil || r.info != info {
+			if r == nil {
+				r = &svcRender{}
+				p.cache[name] = r
+			}
+			p.renderService(r, name, info, true)
+		} else {
+			skippedRules += r.ownRules
+		}
+		p.filterRules.appendBuf(&r.filter)
+		p.dispatch.appendBuf(&r.dispatch)
+		active.Insert(r.chains...)
+		if r.noLocalInternal {
+			noLocalInternal++
+		}
+		if r.noLocalExternal {
+			noLocalExternal++
+		}
+	}
+
+	// Stale chains: a full sync asks the kernel which of our chains exist
+	// (there may be leftovers from an earlier process); a partial sync knows
+	// what the last successful sync left behind.
+	var existing sets.Set[utiliptables.Chain]
+	if doFullSync && p.iptables != nil && p.dryRun == nil {
+		p.saveBuf.Reset()
+		if err := p.iptables.SaveInto(utiliptables.TableNAT, &p.saveBuf); err != nil {
+			p.logger.Error(err, "Failed to execute iptables-save: stale chains will not be deleted")
+			existing = p.kernelChains
+		} else {
+			existing = utiliptables.GetChainsFromTable(p.saveBuf.Bytes())
+		}
+	} else {
+		existing = p.kernelChains
+	}
+	var stale []utiliptables.Chain
+	for c := range existing {
+		if !active.Has(c) && isServiceChainName(string(c)) {
+			stale = append(stale, c)
+		}
+	}
+	slices.Sort(stale)
+	for _, c := range stale {
+		p.natChains.chainLine(c)
+	}
+
+	// The jump to KUBE-NODEPORTS must be the last rule of KUBE-SERVICES, so
+	// that service IPs which are also node IPs match their own rules first.
+	if p.nodePortAddresses.MatchAll() {
+		p.dispatch.start("-A", string(kubeServicesChain), "-m", "comment", "--comment", `"kubernetes service nodeports; NOTE: this must be the last rule in this chain"`,
+			"-m", "addrtype", "--dst-type", "LOCAL")
+		// Loopback NodePorts never work for IPv6 and for IPv4 only with
+		// route_localnet.
+		if isIPv6 {
+			p.dispatch.more("!", "-d", "::1/128")
+		} else if !p.localhostNodePorts {
+			p.dispatch.more("!", "-d", "127.0.0.0/8")
+		}
+		p.dispatch.more("-j", string(kubeNodePortsChain))
+		p.dispatch.end()
+	} else {
+		nodeIPs, err := p.nodePortAddresses.GetNodeIPs(p.networkInterfacer)
+		if err != nil {
+			p.logger.Error(err, "Failed to get node ip address matching nodeport cidrs, services with nodeport may not work as intended", "CIDRs", p.nodePortAddresses)
+		}
+		for _, ip := range nodeIPs {
+			if ip.IsLoopback() {
+				if isIPv6 {
+					p.logger.Error(nil, "--nodeport-addresses includes localhost but localhost NodePorts are not supported on IPv6", "address", ip.String())
+					continue
+				} else if !p.localhostNodePorts {
+					p.logger.Error(nil, "--nodeport-addresses includes localhost but --iptables-localhost-nodeports=false was passed", "address", ip.String())
+					continue
+				}
+			}
+			p.dispatch.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", `"kubernetes service nodeports; NOTE: this must be the last rule in this chain"`,
+				"-d", ip.String(), "-j", string(kubeNodePortsChain))
+		}
+	}
+
+	// Without be_liberal, conntrack may declare packets of a healthy
+	// connection INVALID; forwarded, they would reach the endpoint un-DNATed
+	// and be answered with a RST (issues 74839, 117924).
+	if !p.conntrackTCPLiberal {
+		p.filterRules.start("-A", string(kubeForwardChain), "-m", "conntrack", "--ctstate", "INVALID")
+		if p.nfacctReady[metrics.IPTablesCTStateInvalidDroppedNFAcctCounter] {
+			p.filterRules.more("-m", "nfacct", "--nfacct-name", metrics.IPTablesCTStateInvalidDroppedNFAcctCounter)
+		}
+		p.filterRules.more("-j", "DROP")
+		p.filterRules.end()
+	}
+	// Accept what we marked for masquerading, so NodePort traffic is
+	// forwarded even under a DROP FORWARD policy, and its replies.
+	p.filterRules.line("-A", string(kubeForwardChain), "-m", "comment", "--comment", `"kubernetes forwarding rules"`,
+		"-m", "mark", "--mark", p.masqueradeMatch, "-j", "ACCEPT")
+	p.filterRules.line("-A", string(kubeForwardChain), "-m", "comment", "--comment", `"kubernetes forwarding conntrack rule"`,
+		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
+
+	natLines := p.natRules.lines + p.dispatch.lines
+	metrics.IPTablesRulesTotal.WithLabelValues(string(utiliptables.TableFilter), family).Set(float64(p.filterRules.lines))
+	metrics.IPTablesRulesLastSync.WithLabelValues(string(utiliptables.TableFilter), family).Set(float64(p.filterRules.lines))
+	metrics.IPTablesRulesTotal.WithLabelValues(string(utiliptables.TableNAT), family).Set(float64(natLines + skippedRules))
+	metrics.IPTablesRulesLastSync.WithLabelValues(string(utiliptables.TableNAT), family).Set(float64(natLines))
+
+	data := p.restoreData[:0]
+	data = append(data, "*filter\n"...)
+	data = append(data, p.filterChains.b...)
+	data = append(data, p.filterRules.b...)
+	data = append(data, "COMMIT\n*nat\n"...)
+	data = append(data, p.natChains.b...)
+	data = append(data, p.natRules.b...)
+	data = append(data, p.dispatch.b...)
+	for _, c := range stale {
+		data = append(data, "-X "...)
+		data = append(data, c...)
+		data = append(data, '\n')
+	}
+	data = append(data, "COMMIT\n"...)
+	p.restoreData = data
+
+	p.logger.V(2).Info("Reloading service iptables data",
+		"numServices", len(p.svcPortMap),
+		"numEndpoints", totalEndpoints,
+		"numFilterChains", p.filterChains.lines,
+		"numFilterRules", p.filterRules.lines,
+		"numNATChains", p.natChains.lines,
+		"numNATRules", natLines,
+	)
+	p.logger.V(9).Info("Restoring iptables", "rules", data)
+
+	if p.dryRun != nil {
+		if err := p.writeDryRun(data, doFullSync); err != nil {
+			p.logger.Error(err, "Failed to write dry-run output")
+			return errSyncFailed
+		}
+	} else if err := p.iptables.RestoreAll(data, utiliptables.NoFlushTables, utiliptables.RestoreCounters); err != nil {
+		var pErr utiliptables.ParseError
+		if errors.As(err, &pErr) {
+			lines := utiliptables.ExtractLines(data, pErr.Line(), 3)
+			p.logger.Error(pErr, "Failed to execute iptables-restore", "rules", lines)
+		} else {
+			p.logger.Error(err, "Failed to execute iptables-restore")
+		}
+		metrics.IPTablesRestoreFailuresTotal.WithLabelValues(family).Inc()
+		return errSyncFailed
+	}
+	success = true
+	p.needFullSync = false
+	p.kernelChains = active
+
+	for name, times := range endpointResult.LastChangeTriggerTimes {
+		for _, t := range times {
+			latency := metrics.SinceInSeconds(t)
+			metrics.NetworkProgrammingLatency.WithLabelValues(family).Observe(latency)
+			p.logger.V(4).Info("Network programming", "endpoint", klog.KRef(name.Namespace, name.Name), "elapsed", latency)
+		}
+	}
+	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("internal", family).Set(float64(noLocalInternal))
+	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("external", family).Set(float64(noLocalExternal))
+	if p.healthzServer != nil {
+		p.healthzServer.Updated(p.ipFamily)
+	}
+	metrics.SyncProxyRulesLastTimestamp.WithLabelValues(family).SetToCurrentTime()
+
+	// The endpoints list may include services without a health check port;
+	// the server ignores those.
+	if err := p.serviceHealthServer.SyncServices(p.svcPortMap.HealthCheckNodePorts()); err != nil {
+		p.logger.Error(err, "Error syncing healthcheck services")
+	}
+	if err := p.serviceHealthServer.SyncEndpoints(p.endpointsMap.LocalReadyEndpoints()); err != nil {
+		p.logger.Error(err, "Error syncing healthcheck endpoints")
+	}
+
+	if endpointResult.ConntrackCleanupRequired && p.conntrack != nil {
+		conntrack.CleanStaleEntries(p.conntrack, p.ipFamily, p.svcPortMap, p.endpointsMap)
+	}
+	return nil
+}
+
+func compareServicePortName(a, b proxy.ServicePortName) int {
+	return cmp.Or(
+		strings.Compare(a.Namespace, b.Namespace),
+		strings.Compare(a.Name, b.Name),
+		strings.Compare(a.Port, b.Port),
+		strings.Compare(string(a.Protocol), string(b.Protocol)),
+	)
+}
+
+// ensureJumpRules creates our top-level chains and the jumps to them from
+// the builtin chains. Requires p.mu.
+func (p *Proxier) ensureJumpRules() error {
+	for _, j := range append(slices.Clip(jumpRules), kubeletJumpRules...) {
+		if _, err := p.iptables.EnsureChain(j.table, j.dstChain); err != nil {
+			return fmt.Errorf("ensuring chain %s/%s: %w", j.table, j.dstChain, err)
+		}
+		if _, err := p.iptables.EnsureRule(utiliptables.Prepend, j.table, j.srcChain, j.args()...); err != nil {
+			return fmt.Errorf("ensuring jump %s/%s -> %s: %w", j.table, j.srcChain, j.dstChain, err)
+		}
+	}
+	return nil
+}
+
+func (p *Proxier) writeDryRun(data []byte, full bool) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# kube-proxy iptables dry run: family=%s fullSync=%v\n", p.ipFamily, full)
+	if full {
+		for _, j := range append(slices.Clip(jumpRules), kubeletJumpRules...) {
+			fmt.Fprintf(&b, "# ensure: -t %s -N %s\n", j.table, j.dstChain)
+			fmt.Fprintf(&b, "# ensure: -t %s -I %s %s\n", j.table, j.srcChain, quoteArgs(j.args()))
+		}
+	}
+	b.Write(data)
+	_, err := p.dryRun.Write(b.Bytes())
+	return err
+}
+
+func quoteArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " \t") {
+			a = `"` + a + `"`
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+// renderService computes r from scratch for one service port. The port's
+// own chains are written to p.natChains/p.natRules; its rules in top-level
+// chains go to r.filter and r.dispatch. Requires p.mu.
+func (p *Proxier) renderService(r *svcRender, name proxy.ServicePortName, info *servicePortInfo, writeOwn bool) {
+	r.info = info
+	r.filter.reset()
+	r.dispatch.reset()
+	r.chains = r.chains[:0]
+	r.ownRules = 0
+	r.noLocalInternal, r.noLocalExternal = false, false
+
+	if info.invalid != "" {
+		p.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", info.invalid)
+		return
+	}
+
+	allEndpoints := p.usableEndpoints(name, p.endpointsMap[name])
+	clusterEndpoints, localEndpoints, reachable, hasEndpoints := proxy.CategorizeEndpoints(allEndpoints, info, p.nodeName, p.topologyLabels)
+
+	proto := info.protocol
+	clusterPolicyChain := info.clusterPolicyChain
+	localPolicyChain := info.localPolicyChain
+	usesClusterPolicyChain := len(clusterEndpoints) > 0 && info.UsesClusterEndpoints()
+	usesLocalPolicyChain := len(localEndpoints) > 0 && info.UsesLocalEndpoints()
+
+	internalChain := clusterPolicyChain
+	hasInternalEndpoints := hasEndpoints
+	if info.InternalPolicyLocal() {
+		internalChain = localPolicyChain
+		if len(localEndpoints) == 0 {
+			hasInternalEndpoints = false
+		}
+	}
+	externalPolicyChain := clusterPolicyChain
+	hasExternalEndpoints := hasEndpoints
+	if info.ExternalPolicyLocal() {
+		externalPolicyChain = localPolicyChain
+		if len(localEndpoints) == 0 {
+			hasExternalEndpoints = false
+		}
+	}
+	extChain := info.externalChain
+	// The EXT chain is needed whenever anything is reachable, even with no
+	// externally usable endpoints: it short-circuits pod and host traffic.
+	usesExtChain := hasEndpoints && info.ExternallyAccessible()
+	lbVIPs := info.LoadBalancerVIPs()
+	lbChain := extChain
+	usesFWChain := hasEndpoints && len(lbVIPs) > 0 && len(info.LoadBalancerSourceRanges()) > 0
+	if usesFWChain {
+		lbChain = info.firewallChain
+	}
+
+	var internalFilterTarget, internalFilterComment, externalFilterTarget, externalFilterComment string
+	if !hasEndpoints {
+		// Nothing in nat at all: the filter table rejects, so clients fail
+		// fast instead of timing out.
+		internalFilterTarget, internalFilterComment = "REJECT", info.commentNoEndpoints
+		externalFilterTarget, externalFilterComment = "REJECT", info.commentNoEndpoints
+	} else {
+		if !hasInternalEndpoints {
+			internalFilterTarget, internalFilterComment = "DROP", info.commentNoLocalEndpoints
+			r.noLocalInternal = true
+		}
+		if !hasExternalEndpoints {
+			externalFilterTarget, externalFilterComment = "DROP", info.commentNoLocalEndpoints
+			r.noLocalExternal = true
+		}
+	}
+
+	d, f := &r.dispatch, &r.filter
+
+	// Cluster IP.
+	if hasInternalEndpoints {
+		d.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", info.commentClusterIP,
+			"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", info.port, "-j", string(internalChain))
+	} else {
+		f.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", internalFilterComment,
+			"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", info.port, "-j", internalFilterTarget)
+	}
+
+	// External IPs.
+	for _, ip := range info.ExternalIPs() {
+		ips := ip.String()
+		if hasEndpoints {
+			d.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", info.commentExternalIP,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", info.port, "-j", string(extChain))
+		}
+		if !hasExternalEndpoints {
+			// Traffic the EXT chain did not short-circuit ends here.
+			f.line("-A", string(kubeExternalServicesChain), "-m", "comment", "--comment", externalFilterComment,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", info.port, "-j", externalFilterTarget)
+		}
+	}
+
+	// Load-balancer ingress IPs.
+	for _, ip := range lbVIPs {
+		ips := ip.String()
+		if hasEndpoints {
+			d.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", info.commentLBIP,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", info.port, "-j", string(lbChain))
+		}
+		if usesFWChain {
+			f.line("-A", string(kubeProxyFirewallChain), "-m", "comment", "--comment", info.commentFWDrop,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", info.port, "-j", "DROP")
+		}
+	}
+	if !hasExternalEndpoints {
+		for _, ip := range lbVIPs {
+			f.line("-A", string(kubeExternalServicesChain), "-m", "comment", "--comment", externalFilterComment,
+				"-m", proto, "-p", proto, "-d", ip.String(), "--dport", info.port, "-j", externalFilterTarget)
+		}
+	}
+
+	// NodePort. loadBalancerSourceRanges do not apply to it, as upstream.
+	if info.NodePort() != 0 {
+		if hasEndpoints {
+			if p.localhostNodePorts && p.ipFamily == v1.IPv4Protocol && p.nfacctReady[metrics.LocalhostNodePortAcceptedNFAcctCounter] {
+				d.line("-A", string(kubeNodePortsChain), "-m", "comment", "--comment", info.nameString,
+					"-m", proto, "-p", proto, "-d", "127.0.0.0/8", "--dport", info.nodePort,
+					"-m", "nfacct", "--nfacct-name", metrics.LocalhostNodePortAcceptedNFAcctCounter, "-j", string(extChain))
+			}
+			d.line("-A", string(kubeNodePortsChain), "-m", "comment", "--comment", info.nameString,
+				"-m", proto, "-p", proto, "--dport", info.nodePort, "-j", string(extChain))
+		}
+		if !hasExternalEndpoints {
+			f.line("-A", string(kubeExternalServicesChain), "-m", "comment", "--comment", externalFilterComment,
+				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", info.nodePort, "-j", externalFilterTarget)
+		}
+	}
+
+	// Health check node port: accepted whether or not there are local
+	// endpoints, since answering "no" is the point.
+	if info.HealthCheckNodePort() != 0 {
+		f.line("-A", string(kubeNodePortsChain), "-m", "comment", "--comment", info.commentHC,
+			"-m", "tcp", "-p", "tcp", "--dport", info.hcNodePort, "-j", "ACCEPT")
+	}
+
+	// From here on: the port's own chains.
+	nc, nr := &p.natChains, &p.natRules
+	var discardChains, discardRules ruleBuf
+	if !writeOwn {
+		nc, nr = &discardChains, &discardRules
+	}
+	rulesBefore := nr.lines
+
+	if hasInternalEndpoints {
+		if p.masqueradeAll {
+			nr.line("-A", string(internalChain), "-m", "comment", "--comment", info.commentClusterIP,
+				"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", info.port, "-j", string(kubeMarkMasqChain))
+		} else if p.localDetector.IsImplemented() {
+			// Off-cluster clients routed to the service range via this node
+			// may be answered from another node, so they are masqueraded.
+			nr.start("-A", string(internalChain), "-m", "comment", "--comment", info.commentClusterIP,
+				"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", info.port)
+			nr.more(p.localDetector.IfNotLocal()...)
+			nr.more("-j", string(kubeMarkMasqChain))
+			nr.end()
+		}
+	}
+
+	if usesExtChain {
+		nc.chainLine(extChain)
+		r.chains = append(r.chains, extChain)
+		if !info.ExternalPolicyLocal() {
+			// Endpoints may be on other nodes; replies must come back here.
+			nr.line("-A", string(extChain), "-m", "comment", "--comment", info.commentMasqExt, "-j", string(kubeMarkMasqChain))
+		} else {
+			if p.localDetector.IsImplemented() {
+				// Pods reaching an external address behave as if they went
+				// out to the load balancer and came back: no traffic policy.
+				nr.start("-A", string(extChain), "-m", "comment", "--comment", info.commentPodExt)
+				nr.more(p.localDetector.IfLocal()...)
+				nr.more("-j", string(clusterPolicyChain))
+				nr.end()
+			}
+			// The host itself would use the (local) external IP as source,
+			// which the endpoint cannot answer, so masquerade and use any
+			// endpoint.
+			nr.line("-A", string(extChain), "-m", "comment", "--comment", info.commentMasqLocal,
+				"-m", "addrtype", "--src-type", "LOCAL", "-j", string(kubeMarkMasqChain))
+			nr.line("-A", string(extChain), "-m", "comment", "--comment", info.commentRouteLocal,
+				"-m", "addrtype", "--src-type", "LOCAL", "-j", string(clusterPolicyChain))
+		}
+		if hasExternalEndpoints {
+			nr.line("-A", string(extChain), "-j", string(externalPolicyChain))
+		}
+	}
+
+	if usesFWChain {
+		fw := info.firewallChain
+		nc.chainLine(fw)
+		r.chains = append(r.chains, fw)
+		allowFromNode := false
+		for _, cidr := range info.LoadBalancerSourceRanges() {
+			nr.line("-A", string(fw), "-m", "comment", "--comment", info.commentLBIP, "-s", cidr.String(), "-j", string(extChain))
+			if p.nodeIP != nil && cidr.Contains(p.nodeIP) {
+				allowFromNode = true
+			}
+		}
+		// A VIP routed locally makes the node's own requests arrive with
+		// the VIP as source; allow them if the node is allowed.
+		if allowFromNode {
+			for _, ip := range lbVIPs {
+				nr.line("-A", string(fw), "-m", "comment", "--comment", info.commentLBIP, "-s", ip.String(), "-j", string(extChain))
+			}
+		}
+		// Falling off the end leaves the packet un-DNATed, and
+		// KUBE-PROXY-FIREWALL drops it. The rule only makes that visible.
+		nr.line("-A", string(fw), "-m", "comment", "--comment", info.commentFWOther)
+	}
+
+	if usesClusterPolicyChain {
+		nc.chainLine(clusterPolicyChain)
+		r.chains = append(r.chains, clusterPolicyChain)
+		p.writeDispatchRules(nr, info, clusterPolicyChain, clusterEndpoints)
+	}
+	if usesLocalPolicyChain {
+		nc.chainLine(localPolicyChain)
+		r.chains = append(r.chains, localPolicyChain)
+		p.writeDispatchRules(nr, info, localPolicyChain, localEndpoints)
+	}
+
+	affinity := info.SessionAffinityType() == v1.ServiceAffinityClientIP
+	for _, ep := range reachable {
+		epInfo := ep.(*endpointInfo) // usableEndpoints guarantees the type
+		c := epInfo.chainName
+		nc.chainLine(c)
+		r.chains = append(r.chains, c)
+		// Hairpin: an endpoint reaching itself through the service must be
+		// masqueraded or it would answer itself directly.
+		nr.start("-A", string(c))
+		if !p.largeClusterMode {
+			nr.more("-m", "comment", "--comment", info.nameString)
+		}
+		nr.more("-s", epInfo.IP(), "-j", string(kubeMarkMasqChain))
+		nr.end()
+		nr.start("-A", string(c))
+		if !p.largeClusterMode {
+			nr.more("-m", "comment", "--comment", info.nameString)
+		}
+		if affinity {
+			nr.more("-m", "recent", "--name", string(c), "--set")
+		}
+		nr.more("-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", epInfo.String())
+		nr.end()
+	}
+	r.ownRules = nr.lines - rulesBefore
+}
+
+// writeDispatchRules fills a SVC or SVL chain: first the affinity checks,
+// then a cascade of random matches giving each endpoint an equal share.
+func (p *Proxier) writeDispatchRules(nr *ruleBuf, info *servicePortInfo, chain utiliptables.Chain, endpoints []proxy.Endpoint) {
+	if info.SessionAffinityType() == v1.ServiceAffinityClientIP {
+		seconds := fmt.Sprint(info.StickyMaxAgeSeconds())
+		for _, ep := range endpoints {
+			epInfo := ep.(*endpointInfo)
+			nr.start("-A", string(chain))
+			if !p.largeClusterMode {
+				nr.more("-m", "comment", "--comment", epInfo.comment)
+			}
+			nr.more("-m", "recent", "--name", string(epInfo.chainName), "--rcheck", "--seconds", seconds, "--reap", "-j", string(epInfo.chainName))
+			nr.end()
+		}
+	}
+	n := len(endpoints)
+	for i, ep := range endpoints {
+		epInfo := ep.(*endpointInfo)
+		nr.start("-A", string(chain))
+		if !p.largeClusterMode {
+			nr.more("-m", "comment", "--comment", epInfo.comment)
+		}
+		if i < n-1 {
+			nr.more("-m", "statistic", "--mode", "random", "--probability", p.probability(n-i))
+		}
+		nr.more("-j", string(epInfo.chainName))
+		nr.end()
+	}
+}
+
+// usableEndpoints drops endpoints no rule can be written for, logging each.
+// It allocates only when something must be dropped.
+func (p *Proxier) usableEndpoints(name proxy.ServicePortName, eps []proxy.Endpoint) []proxy.Endpoint {
+	bad := 0
+	for _, ep := range eps {
+		if e, ok := ep.(*endpointInfo); !ok || e.invalid != "" {
+			bad++
+		}
+	}
+	if bad == 0 {
+		return eps
+	}
+	out := make([]proxy.Endpoint, 0, len(eps)-bad)
+	for _, ep := range eps {
+		e, ok := ep.(*endpointInfo)
+		switch {
+		case !ok:
+			p.logger.Error(nil, "Skipping endpoint of unexpected type", "servicePortName", name.String(), "endpoint", ep.String(), "type", fmt.Sprintf("%T", ep))
+		case e.invalid != "":
+			p.logger.Error(nil, "Skipping endpoint with invalid data", "servicePortName", name.String(), "endpoint", ep.String(), "reason", e.invalid)
+		default:
+			out = append(out, ep)
+		}
+	}
+	return out
+}
