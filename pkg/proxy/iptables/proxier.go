@@ -269,7 +269,9 @@ func NewProxierWithOptions(ctx context.Context,
 		if o.dryRun != nil {
 			serviceHealthServer = healthcheck.NewFakeServiceHealthServer()
 		} else {
-			var hc interface{ Health() healthcheck.ProxyHealth }
+			var hc interface {
+				Health() healthcheck.ProxyHealth
+			}
 			if healthzServer != nil {
 				hc = healthzServer
 			}
@@ -493,10 +495,10 @@ type servicePortInfo struct {
 
 	// Quoted comments, in upstream's wording.
 	commentClusterIP, commentExternalIP, commentLBIP string
-	commentNoEndpoints, commentNoLocalEndpoints       string
-	commentHC, commentFWDrop                          string
-	commentMasqExt, commentPodExt, commentMasqLocal   string
-	commentRouteLocal, commentFWOther                 string
+	commentNoEndpoints, commentNoLocalEndpoints      string
+	commentHC, commentFWDrop                         string
+	commentMasqExt, commentPodExt, commentMasqLocal  string
+	commentRouteLocal, commentFWOther                string
 }
 
 // newServiceInfo is the tracker's makeServicePortFunc.
