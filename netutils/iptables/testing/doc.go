@@ -1,0 +1,11 @@
+// Package testing provides FakeIPTables, an in-memory iptables.Interface, and a parser
+// for iptables-save / iptables-restore data (ParseIPTablesDump, ParseRule) that tests
+// use to inspect rules and to trace packets through them.
+//
+// The exported API matches k8s.io/kubernetes/pkg/util/iptables/testing (v1.37); the
+// additions (more Rule fields, Chain.Policy, restore history and error injection on the
+// fake) are documented where they are declared.
+//
+// Allowed imports: the standard library, k8s.io/net-utils/iptables and
+// k8s.io/apimachinery.
+package testing
