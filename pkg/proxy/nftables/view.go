@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -326,6 +327,9 @@ func (v *view) diff(p *plan) *pending {
 	}
 
 	touchedChains := sortedKeys(v.touchedChains)
+	// Write chains so that every jump/goto target is created first:
+	// endpoint chains, then policy chains, then external/firewall chains.
+	slices.SortStableFunc(touchedChains, func(a, b string) int { return chainRank(a) - chainRank(b) })
 	for _, name := range touchedChains {
 		want := v.wantChains[name]
 		if want == nil {
@@ -445,3 +449,14 @@ func (v *view) invalidate() {
 }
 
 func ptrDuration(d time.Duration) *time.Duration { return &d }
+
+func chainRank(name string) int {
+	switch {
+	case strings.HasPrefix(name, endpointChainPrefix):
+		return 0
+	case strings.HasPrefix(name, clusterPolicyChainPrefix), strings.HasPrefix(name, localPolicyChainPrefix):
+		return 1
+	default:
+		return 2
+	}
+}

@@ -1,0 +1,471 @@
+package nftables
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"golang.org/x/time/rate"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/knftables"
+
+	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+)
+
+// DefaultMaxOpsPerTransaction bounds the size of one nft transaction. Above
+// it, a sync is cut into several transactions at safe boundaries, so the
+// nftables lock is held for a bounded time even on a cold start of a large
+// cluster. Small syncs stay a single atomic transaction.
+const DefaultMaxOpsPerTransaction = 20000
+
+// syncer owns the kube-proxy table of one IP family: it turns service models
+// into rules, diffs them against the in-memory view, and runs the result. It
+// knows nothing about pkg/proxy's trackers, which keeps it testable on its own.
+type syncer struct {
+	nft      knftables.Interface
+	family   v1.IPFamily
+	ipX      string
+	addrType string
+	gen      *generator
+	view     *view
+
+	masqueradeAll     bool
+	localDetector     proxyutil.LocalTrafficDetector
+	nodePortAddresses *proxyutil.NodePortAddresses
+	networkInterfacer proxyutil.NetworkInterfacer
+	// rejectProtocols lists the protocols whose localhost NodePorts are
+	// rejected (and counted); localhostRejectEnabled says whether the map
+	// exists at all (gate KubeProxyNFTablesLocalhostNodePorts).
+	rejectProtocols        []v1.Protocol
+	localhostRejectEnabled bool
+
+	// serviceCIDRs is the comma-separated list of this family's ServiceCIDRs.
+	serviceCIDRs string
+
+	// maxOps is the transaction size bound; <= 0 means unbounded.
+	maxOps int
+
+	// recreatedBaseChains is set after the first full sync, which deletes and
+	// recreates the base chains so that changed chain properties (priority)
+	// can be applied.
+	recreatedBaseChains bool
+
+	logger         klog.Logger
+	logRateLimiter *rate.Limiter
+}
+
+type syncerConfig struct {
+	family            v1.IPFamily
+	masqueradeBit     int
+	masqueradeAll     bool
+	localDetector     proxyutil.LocalTrafficDetector
+	nodeIP            []byte
+	nodePortAddresses *proxyutil.NodePortAddresses
+	networkInterfacer proxyutil.NetworkInterfacer
+	rejectProtocols   []v1.Protocol
+	localhostEnabled  bool
+	maxOps            int
+}
+
+func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *syncer {
+	ipX, addrType := "ip", "ipv4_addr"
+	if cfg.family == v1.IPv6Protocol {
+		ipX, addrType = "ip6", "ipv6_addr"
+	}
+	if cfg.localDetector == nil {
+		cfg.localDetector = proxyutil.NewNoOpLocalDetector()
+	}
+	if cfg.networkInterfacer == nil {
+		cfg.networkInterfacer = proxyutil.RealNetwork{}
+	}
+	mark := fmt.Sprintf("%#08x", 1<<uint(cfg.masqueradeBit))
+	g := &generator{
+		ipX:            ipX,
+		addrType:       addrType,
+		masqueradeMark: mark,
+		masqueradeRule: "mark set mark or " + mark,
+		nodeIP:         cfg.nodeIP,
+	}
+	if cfg.localDetector.IsImplemented() {
+		g.ifLocal = cfg.localDetector.IfLocalNFT()
+	}
+	return &syncer{
+		nft:                    nft,
+		family:                 cfg.family,
+		ipX:                    ipX,
+		addrType:               addrType,
+		gen:                    g,
+		view:                   newView(addrType),
+		masqueradeAll:          cfg.masqueradeAll,
+		localDetector:          cfg.localDetector,
+		nodePortAddresses:      cfg.nodePortAddresses,
+		networkInterfacer:      cfg.networkInterfacer,
+		rejectProtocols:        cfg.rejectProtocols,
+		localhostRejectEnabled: cfg.localhostEnabled,
+		maxOps:                 cfg.maxOps,
+		logger:                 logger,
+		logRateLimiter:         rate.NewLimiter(rate.Every(24*time.Hour), 1),
+	}
+}
+
+// syncInput says what changed. On a full sync, services holds every service
+// port; on a partial sync only the changed ones, and removed names the
+// service ports that are gone.
+type syncInput struct {
+	full     bool
+	services []*serviceModel
+	removed  []string
+}
+
+// syncResult reports what a sync did, for metrics and tests.
+type syncResult struct {
+	ops          int
+	transactions int
+}
+
+// sync programs the kernel. With nothing to change it makes no kernel call.
+func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
+	p := &plan{}
+	if in.full {
+		s.setup(p)
+		s.view.resetDesired()
+		enabled := [numContainers]bool{}
+		for c := range numContainers {
+			enabled[c] = c != cLocalhostReject || s.localhostRejectEnabled
+		}
+		s.view.reload(ctx, s.nft, p, enabled, s.logger)
+	}
+	for _, m := range in.services {
+		s.view.setOwner(m.owner, s.gen.build(m))
+	}
+	for _, owner := range in.removed {
+		s.view.setOwner(owner, nil)
+	}
+	pend := s.view.diff(p)
+	if p.empty() {
+		return syncResult{}, nil
+	}
+	txs := p.chunks(s.nft, s.maxOps)
+	res := syncResult{ops: len(p.ops), transactions: len(txs)}
+	if klogV := s.logger.V(9); klogV.Enabled() {
+		for _, tx := range txs {
+			klogV.Info("Running nftables transaction", "transaction", tx.String())
+		}
+	}
+	for i, tx := range txs {
+		if err := s.nft.Run(ctx, tx); err != nil {
+			s.view.invalidate()
+			s.logFailure(tx)
+			return res, fmt.Errorf("nftables transaction %d of %d failed: %w", i+1, len(txs), err)
+		}
+	}
+	s.view.commit(pend, time.Now())
+	return res, nil
+}
+
+// deleteStaleChains deletes chains that were flushed at least minAge ago.
+// Waiting matters: before kernel 6.2, a chain stays referenced for a short
+// while after the last map element pointing to it is deleted.
+func (s *syncer) deleteStaleChains(ctx context.Context, now time.Time, minAge time.Duration) error {
+	if len(s.view.stale) == 0 {
+		return nil
+	}
+	tx := s.nft.NewTransaction()
+	var names []string
+	for name, flushed := range s.view.stale {
+		if now.Sub(flushed) >= minAge {
+			tx.Delete(&knftables.Chain{Name: name})
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	s.logger.Info("Deleting stale nftables chains", "numChains", len(names))
+	if err := s.nft.Run(ctx, tx); err != nil {
+		s.view.invalidate()
+		s.logFailure(tx)
+		return fmt.Errorf("deleting %d stale chains: %w", len(names), err)
+	}
+	for _, name := range names {
+		delete(s.view.stale, name)
+		delete(s.view.haveChains, name)
+	}
+	return nil
+}
+
+// logFailure logs a failed transaction and the table, rate limited because
+// the table can be huge.
+func (s *syncer) logFailure(tx *knftables.Transaction) {
+	klogV4 := s.logger.V(4)
+	if !klogV4.Enabled() || !s.logRateLimiter.Allow() {
+		return
+	}
+	klogV4.Info("Failed transaction", "transaction", tx.String())
+	if _, real := s.nft.(*knftables.Fake); real {
+		return
+	}
+	out, err := exec.Command("nft", "list", "table", string(familyOf(s.family)), kubeProxyTable).Output()
+	if err != nil {
+		klogV4.Info("Listing full table failed", "error", err)
+		return
+	}
+	klogV4.Info("Listing full table", "result", string(out))
+}
+
+func familyOf(f v1.IPFamily) knftables.Family {
+	if f == v1.IPv6Protocol {
+		return knftables.IPv6Family
+	}
+	return knftables.IPv4Family
+}
+
+// base chains: name = "<type>-<hook>", hooked at the listed priority.
+var baseChains = []struct {
+	name      string
+	chainType knftables.BaseChainType
+	hook      knftables.BaseChainHook
+	priority  knftables.BaseChainPriority
+}{
+	// Pre-DNAT filter chains see the original destination, which the
+	// loadBalancerSourceRanges firewall needs.
+	{filterPreroutingPreDNATChain, knftables.FilterType, knftables.PreroutingHook, knftables.DNATPriority + "-10"},
+	{filterOutputPreDNATChain, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority + "-10"},
+	{filterInputChain, knftables.FilterType, knftables.InputHook, knftables.FilterPriority},
+	{filterForwardChain, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority},
+	{filterOutputChain, knftables.FilterType, knftables.OutputHook, knftables.FilterPriority},
+	{natPreroutingChain, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority},
+	{natOutputChain, knftables.NATType, knftables.OutputHook, knftables.DNATPriority},
+	{natPostroutingChain, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority},
+}
+
+// jumps from base chains to our top-level regular chains.
+var jumpChains = []struct{ dst, src, match string }{
+	// Rejects are not allowed in prerouting before kernel 5.9, so the
+	// no-endpoint checks hook input/forward/output instead.
+	{nodePortEndpointsCheckChain, filterInputChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterInputChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterForwardChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterOutputChain, "ct state new"},
+	{firewallCheckChain, filterPreroutingPreDNATChain, "ct state new"},
+	{firewallCheckChain, filterOutputPreDNATChain, "ct state new"},
+	{servicesChain, natOutputChain, ""},
+	{servicesChain, natPreroutingChain, ""},
+	{masqueradingChain, natPostroutingChain, ""},
+	{clusterIPsCheckChain, filterForwardChain, "ct state new"},
+	{clusterIPsCheckChain, filterOutputChain, "ct state new"},
+}
+
+// setup writes the fixed part of the table (everything not owned by a
+// service port) as one unit. It runs on full syncs only.
+func (s *syncer) setup(p *plan) {
+	ipX, addrType := s.ipX, s.addrType
+	matchLocalhost, matchNotLocalhost := "ip daddr 127.0.0.0/8", "ip daddr != 127.0.0.0/8"
+	if s.family == v1.IPv6Protocol {
+		matchLocalhost, matchNotLocalhost = "ip6 daddr ::1", "ip6 daddr != ::1"
+	}
+	masqRule := s.gen.masqueradeRule
+
+	p.add(&knftables.Table{Comment: ptr.To("rules for kube-proxy")})
+
+	if !s.recreatedBaseChains {
+		for _, bc := range baseChains {
+			p.add(&knftables.Chain{Name: bc.name})
+			p.delete(&knftables.Chain{Name: bc.name})
+		}
+		s.recreatedBaseChains = true
+	}
+	for _, bc := range baseChains {
+		ch := &knftables.Chain{Name: bc.name, Type: ptr.To(bc.chainType), Hook: ptr.To(bc.hook), Priority: ptr.To(bc.priority)}
+		p.add(ch)
+		p.flush(ch)
+	}
+
+	created := map[string]bool{}
+	ensure := func(name string) {
+		if created[name] {
+			return
+		}
+		created[name] = true
+		p.add(&knftables.Chain{Name: name})
+		p.flush(&knftables.Chain{Name: name})
+	}
+	for _, j := range jumpChains {
+		ensure(j.dst)
+		p.add(&knftables.Rule{Chain: j.src, Rule: knftables.Concat(j.match, "jump", j.dst)})
+	}
+	for _, name := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain} {
+		ensure(name)
+	}
+
+	p.add(&knftables.Set{
+		Name:    hairpinConnectionsSet,
+		Type:    addrType + " . " + addrType + " . inet_proto . inet_service",
+		Comment: ptr.To("service hairpin connections"),
+	})
+	p.add(&knftables.Rule{
+		Chain: masqueradingChain,
+		Rule:  knftables.Concat("mark", "and", s.gen.masqueradeMark, "!=", "0", "mark", "set", "mark", "xor", s.gen.masqueradeMark, "masquerade fully-random"),
+	})
+	p.add(&knftables.Rule{
+		Chain: masqueradingChain,
+		Rule:  knftables.Concat("ct status dnat", ipX, "saddr", ".", ipX, "daddr", ".", "meta l4proto", ".", "th dport", "@", hairpinConnectionsSet, "masquerade fully-random"),
+	})
+
+	p.add(&knftables.Set{Name: clusterIPsSet, Type: addrType, Comment: ptr.To("Active ClusterIPs")})
+	p.add(&knftables.Rule{
+		Chain:   clusterIPsCheckChain,
+		Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, "reject"),
+		Comment: ptr.To("Reject traffic to invalid ports of ClusterIPs"),
+	})
+	if s.serviceCIDRs != "" {
+		p.add(&knftables.Rule{
+			Chain:   clusterIPsCheckChain,
+			Rule:    knftables.Concat(ipX, "daddr", "{", s.serviceCIDRs, "}", "drop"),
+			Comment: ptr.To("Drop traffic to unallocated ClusterIPs"),
+		})
+	}
+
+	// "add" before "delete"/"flush" so both succeed whether or not the set
+	// already exists.
+	p.add(&knftables.Set{Name: nodePortIPsSet, Type: addrType, Comment: ptr.To("IPs that accept NodePort traffic")})
+	if s.nodePortAddresses.MatchAll() {
+		p.delete(&knftables.Set{Name: nodePortIPsSet})
+	} else {
+		p.flush(&knftables.Set{Name: nodePortIPsSet})
+		nodeIPs, err := s.nodePortAddresses.GetNodeIPs(s.networkInterfacer)
+		if err != nil {
+			s.logger.Error(err, "Failed to get node IP addresses matching nodePortAddresses; NodePorts may not work as intended", "CIDRs", s.nodePortAddresses)
+		}
+		for _, ip := range nodeIPs {
+			if ip.IsLoopback() {
+				continue
+			}
+			p.add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
+		}
+	}
+
+	p.add(&knftables.Map{
+		Name:    noEndpointServicesMap,
+		Type:    addrType + " . inet_proto . inet_service : verdict",
+		Comment: ptr.To("vmap to drop or reject packets to services with no endpoints"),
+	})
+	p.add(&knftables.Map{
+		Name:    noEndpointNodePortsMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: ptr.To("vmap to drop or reject packets to service nodeports with no endpoints"),
+	})
+	p.add(&knftables.Chain{Name: rejectChain, Comment: ptr.To("helper for @no-endpoint-services / @no-endpoint-nodeports")})
+	p.flush(&knftables.Chain{Name: rejectChain})
+	p.add(&knftables.Rule{Chain: rejectChain, Rule: "reject"})
+
+	p.add(&knftables.Rule{
+		Chain: serviceEndpointsCheckChain,
+		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", noEndpointServicesMap),
+	})
+	if s.nodePortAddresses.MatchAll() {
+		p.add(&knftables.Rule{
+			Chain: nodePortEndpointsCheckChain,
+			Rule:  knftables.Concat(matchNotLocalhost, "meta l4proto . th dport", "vmap", "@", noEndpointNodePortsMap),
+		})
+	} else {
+		p.add(&knftables.Rule{
+			Chain: nodePortEndpointsCheckChain,
+			Rule:  knftables.Concat(ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport", "vmap", "@", noEndpointNodePortsMap),
+		})
+	}
+
+	rejected := map[v1.Protocol]bool{}
+	p.add(&knftables.Map{
+		Name:    localhostNodePortRejectMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: ptr.To("localhost NodePorts rejected by kube-proxy"),
+	})
+	if len(s.rejectProtocols) > 0 {
+		for _, protocol := range s.rejectProtocols {
+			rejected[protocol] = true
+			counter := metrics.LocalhostNodePortRejectedCounterName(protocol)
+			p.add(&knftables.Counter{Name: counter})
+			chain := localhostNodePortRejectChainName(protocol)
+			ensure(chain)
+			p.add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("counter name", fmt.Sprintf("%q", counter), "reject")})
+		}
+		p.add(&knftables.Rule{
+			Chain: nodePortEndpointsCheckChain,
+			Rule:  knftables.Concat(matchLocalhost, "meta l4proto . th dport", "vmap", "@", localhostNodePortRejectMap),
+		})
+	} else {
+		p.delete(&knftables.Map{Name: localhostNodePortRejectMap})
+	}
+	// Remove reject objects of protocols no longer rejected (config change),
+	// chain before the counter its rule references.
+	for _, protocol := range metrics.LocalhostNodePortRejectableProtocols {
+		if rejected[protocol] {
+			continue
+		}
+		ch := &knftables.Chain{Name: localhostNodePortRejectChainName(protocol)}
+		p.add(ch)
+		p.delete(ch)
+		ctr := &knftables.Counter{Name: metrics.LocalhostNodePortRejectedCounterName(protocol)}
+		p.add(ctr)
+		p.delete(ctr)
+	}
+
+	p.add(&knftables.Map{
+		Name:    firewallIPsMap,
+		Type:    addrType + " . inet_proto . inet_service : verdict",
+		Comment: ptr.To("destinations that are subject to LoadBalancerSourceRanges"),
+	})
+	ensure(firewallCheckChain)
+	p.add(&knftables.Rule{
+		Chain: firewallCheckChain,
+		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", firewallIPsMap),
+	})
+
+	p.add(&knftables.Map{
+		Name:    serviceIPsMap,
+		Type:    addrType + " . inet_proto . inet_service : verdict",
+		Comment: ptr.To("ClusterIP, ExternalIP and LoadBalancer IP traffic"),
+	})
+	p.add(&knftables.Map{
+		Name:    serviceNodePortsMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: ptr.To("NodePort traffic"),
+	})
+
+	if s.masqueradeAll {
+		p.add(&knftables.Rule{
+			Chain:   servicesChain,
+			Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, masqRule),
+			Comment: ptr.To("masquerade all clusterIP traffic"),
+		})
+	} else if s.localDetector.IsImplemented() {
+		// Off-cluster clients may route the service range to any node; the
+		// chosen endpoint may be elsewhere, so replies must come back here.
+		p.add(&knftables.Rule{
+			Chain:   servicesChain,
+			Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, s.localDetector.IfNotLocalNFT(), masqRule),
+			Comment: ptr.To("masquerade clusterIP traffic from outside cluster"),
+		})
+	}
+	p.add(&knftables.Rule{
+		Chain: servicesChain,
+		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", serviceIPsMap),
+	})
+	if s.nodePortAddresses.MatchAll() {
+		p.add(&knftables.Rule{
+			Chain: servicesChain,
+			Rule:  knftables.Concat("fib daddr type local", matchNotLocalhost, "meta l4proto . th dport", "vmap", "@", serviceNodePortsMap),
+		})
+	} else {
+		p.add(&knftables.Rule{
+			Chain: servicesChain,
+			Rule:  knftables.Concat(ipX, "daddr @nodeport-ips", "meta l4proto . th dport", "vmap", "@", serviceNodePortsMap),
+		})
+	}
+	p.endUnit()
+}
