@@ -31,6 +31,7 @@ tagged_pkgs() {
 
 gen() {
   local tool=$1 tag=$2 out=$3
+  shift 3
   local pkgs
   mapfile -t pkgs < <(tagged_pkgs "$tag")
   [ ${#pkgs[@]} -eq 0 ] && return 0
@@ -39,6 +40,7 @@ gen() {
   go run "k8s.io/code-generator/cmd/$tool" \
     --output-file "$out" \
     --go-header-file "$boilerplate" \
+    "$@" \
     "${pkgs[@]}"
 }
 
@@ -69,5 +71,8 @@ if [ ${#model_pkgs[@]} -ne 0 ]; then
     "${model_pkgs[@]}"
 fi
 gen defaulter-gen k8s:defaulter-gen zz_generated.defaults.go
-gen conversion-gen k8s:conversion-gen zz_generated.conversion.go
+# component-base's ClientConnectionConfiguration has its own versions and
+# conversions; the extra peers let the generated code call them.
+gen conversion-gen k8s:conversion-gen zz_generated.conversion.go \
+  --extra-peer-dirs k8s.io/component-base/config,k8s.io/component-base/config/v1alpha1
 gofmt -w $(find "${dirs[@]}" -name 'zz_generated.*.go')
