@@ -22,6 +22,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
@@ -89,7 +90,7 @@ func ValidateName(name string) error {
 }
 
 func isSpaceOrControl(r rune) bool {
-	return r <= ' ' || r == 0x7f
+	return unicode.IsSpace(r) || unicode.IsControl(r)
 }
 
 // setIPSetDefaults fills the fields ipset(8) would otherwise default differently.

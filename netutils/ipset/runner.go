@@ -57,8 +57,9 @@ type Interface interface {
 // module (the real one and the fake) implement it too.
 type Restorer interface {
 	// Restore applies b in order. With ignoreExist, creating an existing set, adding an
-	// existing entry and deleting a missing entry are not errors. Restore is not atomic: on
-	// error, the operations before the failing one may have been applied.
+	// existing entry and deleting a missing entry are not errors. Restore stops at the first
+	// failing operation and is not atomic: operations before it may or may not have been
+	// applied (ipset buffers them), operations after it never are.
 	Restore(b *Batch, ignoreExist bool) error
 }
 
