@@ -1,0 +1,16 @@
+// Package proxy is the brain shared by every kube-proxy backend and by
+// third-party service proxies: it turns Service and EndpointSlice objects into
+// per-service-port state (ServicePortMap, EndpointsMap) through change trackers
+// that accumulate informer events between syncs, decides which endpoints a
+// node may use (CategorizeEndpoints: traffic policies, topology hints,
+// terminating-endpoint fallback), and watches kube-proxy's own Node
+// (NodeManager).
+//
+// The exported API matches upstream Kubernetes v1.37's k8s.io/kubernetes/pkg/proxy
+// by name and signature; see /work/shared/reference/upstream-api.md.
+//
+// Allowed imports: the standard library, k8s.io/{api,apimachinery,client-go,klog,utils},
+// and from this module pkg/features, pkg/proxy/config, pkg/proxy/metrics,
+// pkg/proxy/util and pkg/proxy/apis/config. Never a backend package
+// (iptables, nftables, ipvs, winkernel, metaproxier).
+package proxy

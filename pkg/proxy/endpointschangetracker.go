@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+)
+
+// processEndpointsMapChangeFunc is told about every applied change; it must
+// not modify the maps.
+type processEndpointsMapChangeFunc func(oldEndpointsMap, newEndpointsMap EndpointsMap)
+
+// EndpointsChangeTracker accumulates EndpointSlice changes of one address
+// family between syncs. It is safe for concurrent use.
+type EndpointsChangeTracker struct {
+	addressType               discovery.AddressType
+	processEndpointsMapChange processEndpointsMapChangeFunc
+	endpointSliceCache        *EndpointSliceCache
+	logger                    klog.Logger
+	// trackerStartTime bounds the trigger times reported: changes made
+	// before kube-proxy started are not its programming latency.
+	trackerStartTime time.Time
+
+	mu sync.Mutex
+	// lastChangeTriggerTimes holds, per Service, the
+	// EndpointsLastChangeTriggerTime of every slice update since the last
+	// Update, for the network-programming-latency metric.
+	lastChangeTriggerTimes map[types.NamespacedName][]time.Time
+}
+
+// NewEndpointsChangeTracker returns a tracker for ipFamily's EndpointSlices;
+// endpoints on nodeName are local. Both callbacks may be nil.
+func NewEndpointsChangeTracker(ipFamily v1.IPFamily, nodeName string, makeEndpointInfo makeEndpointFunc, processEndpointsMapChange processEndpointsMapChangeFunc) *EndpointsChangeTracker {
+	addressType := discovery.AddressTypeIPv4
+	if isIPv6Family(ipFamily) {
+		addressType = discovery.AddressTypeIPv6
+	}
+	return &EndpointsChangeTracker{
+		addressType:               addressType,
+		processEndpointsMapChange: processEndpointsMapChange,
+		endpointSliceCache:        NewEndpointSliceCache(nodeName, makeEndpointInfo),
+		logger:                    klog.Background().WithName("endpoints-tracker"),
+		trackerStartTime:          time.Now(),
+		lastChangeTriggerTimes:    map[types.NamespacedName][]time.Time{},
+	}
+}
+
+// EndpointSliceUpdate records an add/update of endpointSlice, or its
+// deletion if removeSlice. It returns true if this call changed what the
+// next sync must apply (unlike ServiceChangeTracker.Update, which reports
+// whether anything at all is pending).
+func (ect *EndpointsChangeTracker) EndpointSliceUpdate(endpointSlice *discovery.EndpointSlice, removeSlice bool) bool {
+	if endpointSlice == nil {
+		return false
+	}
+	if endpointSlice.AddressType != ect.addressType {
+		ect.logger.V(4).Info("Ignoring EndpointSlice of another address type", "endpointSlice", klog.KObj(endpointSlice),
+			"type", endpointSlice.AddressType, "expected", ect.addressType)
+		return false
+	}
+	serviceNN, _, err := endpointSliceCacheKeys(endpointSlice)
+	if err != nil {
+		ect.logger.Info("Ignoring EndpointSlice", "endpointSlice", klog.KObj(endpointSlice), "err", err)
+		return false
+	}
+
+	recordEndpointChange()
+
+	ect.mu.Lock()
+	defer ect.mu.Unlock()
+
+	changed := ect.endpointSliceCache.updatePending(endpointSlice, removeSlice)
+	if changed {
+		incEndpointChangesPending()
+		if removeSlice {
+			// A deleted slice's trigger time is that of its last update,
+			// not of the deletion; reporting it would skew the latency.
+			delete(ect.lastChangeTriggerTimes, serviceNN)
+		} else if t := ect.lastChangeTriggerTime(endpointSlice); !t.IsZero() && t.After(ect.trackerStartTime) {
+			ect.lastChangeTriggerTimes[serviceNN] = append(ect.lastChangeTriggerTimes[serviceNN], t)
+		}
+	}
+	return changed
+}
+
+// lastChangeTriggerTime parses the EndpointsLastChangeTriggerTime annotation,
+// returning the zero time when it is absent or malformed.
+func (ect *EndpointsChangeTracker) lastChangeTriggerTime(slice *discovery.EndpointSlice) time.Time {
+	val, ok := slice.Annotations[v1.EndpointsLastChangeTriggerTime]
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, val)
+	if err != nil {
+		ect.logger.Error(err, "Ignoring malformed trigger time annotation", "endpointSlice", klog.KObj(slice),
+			"field", "metadata.annotations["+v1.EndpointsLastChangeTriggerTime+"]", "value", val)
+		return time.Time{}
+	}
+	return t
+}
+
+// checkoutTriggerTimes moves the collected trigger times into into.
+func (ect *EndpointsChangeTracker) checkoutTriggerTimes(into map[types.NamespacedName][]time.Time) {
+	ect.mu.Lock()
+	defer ect.mu.Unlock()
+	for nn, times := range ect.lastChangeTriggerTimes {
+		into[nn] = append(into[nn], times...)
+	}
+	ect.lastChangeTriggerTimes = map[types.NamespacedName][]time.Time{}
+}
+
+// endpointsChange is the before and after of one Service's endpoints.
+type endpointsChange struct {
+	previous EndpointsMap
+	current  EndpointsMap
+}
+
+// UpdateEndpointsMapResult describes what an EndpointsMap.Update changed.
+type UpdateEndpointsMapResult struct {
+	// UpdatedServices lists every Service whose endpoints were added,
+	// changed or deleted since the previous Update.
+	UpdatedServices sets.Set[types.NamespacedName]
+	// ConntrackCleanupRequired is true if any changed Service has a UDP
+	// port, before or after the change, so stale UDP flows may exist.
+	ConntrackCleanupRequired bool
+	// LastChangeTriggerTimes holds the trigger times of the changes, for
+	// the network-programming-latency metric.
+	LastChangeTriggerTimes map[types.NamespacedName][]time.Time
+}
+
+// EndpointsMap maps each service port to its endpoints, sorted by String().
+type EndpointsMap map[ServicePortName][]Endpoint
+
+// Update applies every change pending in ect to em, calls the tracker's
+// processEndpointsMapChange for each, and empties the tracker.
+func (em EndpointsMap) Update(ect *EndpointsChangeTracker) UpdateEndpointsMapResult {
+	result := UpdateEndpointsMapResult{
+		UpdatedServices:        sets.New[types.NamespacedName](),
+		LastChangeTriggerTimes: map[types.NamespacedName][]time.Time{},
+	}
+	if ect == nil {
+		return result
+	}
+
+	resetEndpointChangesPending()
+	changes := ect.endpointSliceCache.checkoutChanges()
+	for nn, change := range changes {
+		if ect.processEndpointsMapChange != nil {
+			ect.processEndpointsMapChange(change.previous, change.current)
+		}
+		result.UpdatedServices.Insert(nn)
+
+		for spn := range change.previous {
+			if _, ok := change.current[spn]; !ok {
+				ect.logger.V(3).Info("Removing service endpoints", "portName", spn)
+			}
+			delete(em, spn)
+		}
+		for spn, eps := range change.current {
+			if ect.logger.V(3).Enabled() {
+				ect.logger.V(3).Info("Setting service endpoints", "portName", spn, "endpoints", formatEndpointsList(eps))
+			}
+			em[spn] = eps
+		}
+
+		if !result.ConntrackCleanupRequired {
+			result.ConntrackCleanupRequired = hasUDPPort(change.previous) || hasUDPPort(change.current)
+		}
+	}
+	ect.checkoutTriggerTimes(result.LastChangeTriggerTimes)
+	return result
+}
+
+func hasUDPPort(m EndpointsMap) bool {
+	for spn := range m {
+		if spn.Protocol == v1.ProtocolUDP {
+			return true
+		}
+	}
+	return false
+}
+
+func formatEndpointsList(endpoints []Endpoint) []string {
+	out := make([]string, 0, len(endpoints))
+	for _, ep := range endpoints {
+		out = append(out, ep.String())
+	}
+	return out
+}
+
+// LocalReadyEndpoints returns, per Service, how many distinct IPs of local
+// ready endpoints it has. Services with none are absent.
+//
+// Terminating endpoints are left out on purpose: they may still serve, but a
+// node with only terminating endpoints should fail the load balancer's health
+// check so that new traffic goes elsewhere. IPs, not ip:port pairs, are
+// counted, so a pod backing two ports counts once.
+func (em EndpointsMap) LocalReadyEndpoints() map[types.NamespacedName]int {
+	ips := map[types.NamespacedName]sets.Set[string]{}
+	for spn, eps := range em {
+		for _, ep := range eps {
+			if !ep.IsReady() || !ep.IsLocal() {
+				continue
+			}
+			s := ips[spn.NamespacedName]
+			if s == nil {
+				s = sets.New[string]()
+				ips[spn.NamespacedName] = s
+			}
+			s.Insert(ep.IP())
+		}
+	}
+	counts := make(map[types.NamespacedName]int, len(ips))
+	for nn, s := range ips {
+		counts[nn] = s.Len()
+	}
+	return counts
+}
