@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/knftables"
+
+	"k8s.io/kube-proxy/pkg/proxy"
 )
 
 // container identifies one of the sets/maps whose elements the proxier owns.
@@ -87,6 +89,7 @@ func newEndpointModel(namespace, name, protocol, portName, ip string, port int, 
 // cheap to compare.
 type serviceModel struct {
 	owner    string // ServicePortName.String(); unique per service port
+	name     proxy.ServicePortName
 	protocol string // lower case
 
 	clusterIP    string

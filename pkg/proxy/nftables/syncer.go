@@ -119,6 +119,9 @@ type syncInput struct {
 	full     bool
 	services []*serviceModel
 	removed  []string
+	// rewriteClusterIPsCheck rewrites the cluster-ips-check chain on a
+	// partial sync (the ServiceCIDRs changed).
+	rewriteClusterIPsCheck bool
 }
 
 // syncResult reports what a sync did, for metrics and tests.
@@ -138,6 +141,11 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 			enabled[c] = c != cLocalhostReject || s.localhostRejectEnabled
 		}
 		s.view.reload(ctx, s.nft, p, enabled, s.logger)
+	} else if in.rewriteClusterIPsCheck {
+		p.add(&knftables.Chain{Name: clusterIPsCheckChain})
+		p.flush(&knftables.Chain{Name: clusterIPsCheckChain})
+		s.clusterIPsCheckRules(p)
+		p.endUnit()
 	}
 	for _, m := range in.services {
 		s.view.setOwner(m.owner, s.gen.build(m))
@@ -317,18 +325,7 @@ func (s *syncer) setup(p *plan) {
 	})
 
 	p.add(&knftables.Set{Name: clusterIPsSet, Type: addrType, Comment: ptr.To("Active ClusterIPs")})
-	p.add(&knftables.Rule{
-		Chain:   clusterIPsCheckChain,
-		Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, "reject"),
-		Comment: ptr.To("Reject traffic to invalid ports of ClusterIPs"),
-	})
-	if s.serviceCIDRs != "" {
-		p.add(&knftables.Rule{
-			Chain:   clusterIPsCheckChain,
-			Rule:    knftables.Concat(ipX, "daddr", "{", s.serviceCIDRs, "}", "drop"),
-			Comment: ptr.To("Drop traffic to unallocated ClusterIPs"),
-		})
-	}
+	s.clusterIPsCheckRules(p)
 
 	// "add" before "delete"/"flush" so both succeed whether or not the set
 	// already exists.
@@ -468,4 +465,19 @@ func (s *syncer) setup(p *plan) {
 		})
 	}
 	p.endUnit()
+}
+
+func (s *syncer) clusterIPsCheckRules(p *plan) {
+	p.add(&knftables.Rule{
+		Chain:   clusterIPsCheckChain,
+		Rule:    knftables.Concat(s.ipX, "daddr", "@", clusterIPsSet, "reject"),
+		Comment: ptr.To("Reject traffic to invalid ports of ClusterIPs"),
+	})
+	if s.serviceCIDRs != "" {
+		p.add(&knftables.Rule{
+			Chain:   clusterIPsCheckChain,
+			Rule:    knftables.Concat(s.ipX, "daddr", "{", s.serviceCIDRs, "}", "drop"),
+			Comment: ptr.To("Drop traffic to unallocated ClusterIPs"),
+		})
+	}
 }
