@@ -133,6 +133,9 @@ type packet struct {
 	dport int
 	// invalid marks a packet conntrack considers INVALID.
 	invalid bool
+	// dropPolicy gives filter INPUT and FORWARD a DROP policy, as on a
+	// locked-down node, so only explicit ACCEPTs let the packet through.
+	dropPolicy bool
 }
 
 // outcome is one possible fate of a packet.
@@ -594,14 +597,16 @@ func (t *tracer) trace(pk packet) ([]outcome, error) {
 		var next []pstate
 		for _, st := range states {
 			if _, ok := t.rs[table][chain]; !ok {
-				next = append(next, st) // no rules: policy ACCEPT
-				continue
+				return nil, fmt.Errorf("builtin chain %s/%s missing from the ruleset", table, chain)
 			}
 			res, err := t.walk(&pk, table, chain, st, 0)
 			if err != nil {
 				return nil, err
 			}
 			for _, r := range res {
+				if r.verdict == "" && pk.dropPolicy && table == "filter" && (chain == "INPUT" || chain == "FORWARD") {
+					r.verdict = "DROP"
+				}
 				switch r.verdict {
 				case "DROP", "REJECT":
 					finals = append(finals, r.s)
