@@ -164,9 +164,6 @@ func (f *FakeIPTables) DeleteChain(table iptables.Table, chain iptables.Chain) e
 	if isBuiltinChain(table, chain) {
 		return fmt.Errorf("cannot delete built-in chain %q in table %q", chain, table)
 	}
-	if len(c.Rules) != 0 {
-		return fmt.Errorf("cannot delete chain %q in table %q: it has %d rules (Directory not empty)", chain, table, len(c.Rules))
-	}
 	t, _ := f.Dump.GetTable(table)
 	for i := range t.Chains {
 		for _, r := range t.Chains[i].Rules {
@@ -174,6 +171,9 @@ func (f *FakeIPTables) DeleteChain(table iptables.Table, chain iptables.Chain) e
 				return fmt.Errorf("cannot delete chain %q in table %q: referenced by existing rules (%q) (Too many links)", chain, table, r.Raw)
 			}
 		}
+	}
+	if len(c.Rules) != 0 {
+		return fmt.Errorf("cannot delete chain %q in table %q: it has %d rules (Directory not empty)", chain, table, len(c.Rules))
 	}
 	t.Chains = slices.DeleteFunc(t.Chains, func(c Chain) bool { return c.Name == chain })
 	return nil
