@@ -101,8 +101,12 @@ func TestFakeChainsAndRules(t *testing.T) {
 			return f.EnsureRule(iptables.Append, iptables.TableNAT, iptables.ChainPrerouting, "-j", "KUBE-TEST")
 		}},
 		{name: "delete a referenced chain", do: func() (bool, error) { return ok(f.DeleteChain(iptables.TableNAT, "KUBE-TEST")) }, err: "referenced by existing rules"},
-		{name: "delete the jump", do: func() (bool, error) { return ok(f.DeleteRule(iptables.TableNAT, iptables.ChainPrerouting, "-j", "KUBE-TEST")) }},
-		{name: "delete an absent rule", do: func() (bool, error) { return ok(f.DeleteRule(iptables.TableNAT, iptables.ChainPrerouting, "-j", "KUBE-TEST")) }},
+		{name: "delete the jump", do: func() (bool, error) {
+			return ok(f.DeleteRule(iptables.TableNAT, iptables.ChainPrerouting, "-j", "KUBE-TEST"))
+		}},
+		{name: "delete an absent rule", do: func() (bool, error) {
+			return ok(f.DeleteRule(iptables.TableNAT, iptables.ChainPrerouting, "-j", "KUBE-TEST"))
+		}},
 		{name: "delete a rule in a missing chain", do: func() (bool, error) { return ok(f.DeleteRule(iptables.TableNAT, "KUBE-NOPE", "-j", "DROP")) }, err: "no such chain", notFound: true},
 		{name: "delete a non-empty chain", do: func() (bool, error) { return ok(f.DeleteChain(iptables.TableNAT, "KUBE-TEST")) }, err: "it has 2 rules"},
 		{name: "delete a built-in chain", do: func() (bool, error) { return ok(f.DeleteChain(iptables.TableNAT, iptables.ChainOutput)) }, err: "built-in"},
