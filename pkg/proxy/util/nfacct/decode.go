@@ -45,15 +45,15 @@ func decode(msg []byte) (*Counter, error) {
 		val := b[nlaHdrLen:l]
 		switch typ {
 		case attrName:
-			if len(val) == 0 {
-				return nil, fmt.Errorf("%w: empty name attribute", errMalformed)
-			}
 			// The kernel always NUL-terminates; tolerate a missing NUL anyway.
 			for i, ch := range val {
 				if ch == 0 {
 					val = val[:i]
 					break
 				}
+			}
+			if len(val) == 0 {
+				return nil, fmt.Errorf("%w: empty name attribute", errMalformed)
 			}
 			c.Name = string(val)
 			seen |= 1
