@@ -1,3 +1,5 @@
+//go:build linux
+
 /*
 Copyright The Kubernetes Authors.
 
@@ -16,6 +18,7 @@ limitations under the License.
 
 // Package testing provides an in-memory conntrack.Interface that records what callers listed
 // and deleted.
+
 package testing
 
 import (
