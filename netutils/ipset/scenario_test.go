@@ -19,13 +19,8 @@ package ipset_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"runtime"
 	"slices"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"k8s.io/net-utils/ipset"
 	ipsettest "k8s.io/net-utils/ipset/testing"
@@ -191,41 +186,6 @@ func scenario(ips ipset.Interface) error {
 
 func TestScenarioFake(t *testing.T) {
 	if err := scenario(ipsettest.NewFake("v7.17")); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestKernelScenario runs the scenario against the ipset binary in a private network
-// namespace (IP sets are per namespace, so the host's sets are never touched).
-func TestKernelScenario(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace and manage IP sets")
-	}
-	if _, err := exec.LookPath(ipset.IPSetCmd); err != nil {
-		t.Skip("needs the ipset binary")
-	}
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is never unlocked: the runtime discards it when this goroutine ends.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare: %w", err)
-			return
-		}
-		ips := ipset.New()
-		if names, err := ips.ListSets(); err != nil || len(names) != 0 {
-			errc <- fmt.Errorf("fresh namespace has sets %q (%v): not isolated", names, err)
-			return
-		}
-		v, err := ips.GetVersion()
-		if err != nil {
-			errc <- err
-			return
-		}
-		t.Logf("ipset version %s", v)
-		errc <- scenario(ips)
-	}()
-	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
 }

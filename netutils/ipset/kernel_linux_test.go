@@ -1,0 +1,64 @@
+/*
+Copyright The Kubernetes Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package ipset_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"k8s.io/net-utils/ipset"
+)
+
+// TestKernelScenario runs the scenario against the ipset binary in a private network
+// namespace (IP sets are per namespace, so the host's sets are never touched).
+func TestKernelScenario(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace and manage IP sets")
+	}
+	if _, err := exec.LookPath(ipset.IPSetCmd); err != nil {
+		t.Skip("needs the ipset binary")
+	}
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: the runtime discards it when this goroutine ends.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare: %w", err)
+			return
+		}
+		ips := ipset.New()
+		if names, err := ips.ListSets(); err != nil || len(names) != 0 {
+			errc <- fmt.Errorf("fresh namespace has sets %q (%v): not isolated", names, err)
+			return
+		}
+		v, err := ips.GetVersion()
+		if err != nil {
+			errc <- err
+			return
+		}
+		t.Logf("ipset version %s", v)
+		errc <- scenario(ips)
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
