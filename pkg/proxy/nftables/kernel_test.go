@@ -1,0 +1,252 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netns"
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+)
+
+// inNetns runs fn on an OS thread moved into a fresh network namespace, so
+// nft (a child process forked from that thread) and netlink only ever see the
+// test's private namespace. The thread is never returned to the scheduler:
+// when the goroutine exits still locked, Go destroys the thread.
+func inNetns(t testing.TB, fn func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace and run nft")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft binary not found")
+	}
+	done := make(chan struct{})
+	var setupErr error
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		ns, err := netns.New() // unshares this thread only, and switches it
+		if err != nil {
+			setupErr = err
+			return
+		}
+		defer func() { _ = ns.Close() }()
+		fn()
+	}()
+	<-done
+	if setupErr != nil {
+		t.Skipf("cannot create a network namespace: %v", setupErr)
+	}
+}
+
+// realSyncer builds a syncer on a real knftables interface. It must be
+// called inside inNetns.
+func realSyncer(t testing.TB, tf testFamily, mutate func(*syncerConfig)) (*syncer, knftables.Interface) {
+	t.Helper()
+	nft, err := knftables.New(familyOf(tf.family), kubeProxyTable)
+	if err != nil {
+		t.Skipf("nftables unusable here: %v", err)
+	}
+	s, _ := newTestSyncer(t, tf, mutate)
+	s.nft = nft
+	return s, nft
+}
+
+// snapshot reads the table back from a knftables interface: chains with
+// their rules, and all set/map elements. The real ListRules does not return
+// rule text (nft prints rules in its own canonical form anyway), so rules are
+// compared by count and comment; tests check text with `nft list chain`.
+func snapshot(t testing.TB, nft knftables.Interface) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	chains, err := nft.List(ctx, "chains")
+	if err != nil {
+		t.Fatalf("list chains: %v", err)
+	}
+	for _, ch := range chains {
+		rules, err := nft.ListRules(ctx, ch)
+		if err != nil {
+			t.Fatalf("list rules of %s: %v", ch, err)
+		}
+		out = append(out, "chain "+ch)
+		for _, r := range rules {
+			c := "-"
+			if r.Comment != nil {
+				c = *r.Comment
+			}
+			out = append(out, "rule "+ch+" comment="+c)
+		}
+	}
+	for _, kind := range []string{"set", "map"} {
+		names, err := nft.List(ctx, kind+"s")
+		if err != nil {
+			t.Fatalf("list %ss: %v", kind, err)
+		}
+		for _, n := range names {
+			out = append(out, kind+" "+n)
+			elems, err := nft.ListElements(ctx, kind, n)
+			if err != nil {
+				t.Fatalf("list elements of %s: %v", n, err)
+			}
+			for _, e := range elems {
+				out = append(out, "element "+n+" "+strings.Join(e.Key, " . ")+" : "+strings.Join(e.Value, " . "))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestKernelFullAndPartialSync(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			inNetns(t, func() {
+				ctx := context.Background()
+				s, nft := realSyncer(t, tf, nil)
+				ref, fake := newTestSyncer(t, tf, nil)
+
+				svcs := append([]tsvc(nil), testServices...)
+				for _, sy := range []*syncer{s, ref} {
+					if _, err := sy.sync(ctx, syncInput{full: true, services: models(tf.ip, svcs...)}); err != nil {
+						t.Fatalf("full sync: %v", err)
+					}
+				}
+				if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+					t.Fatalf("kernel differs from the fake after a full sync (-fake +kernel):\n%s", diff)
+				}
+
+				// Partial: change endpoints of one service, remove another.
+				svcs[1].eps = []tep{{ip: "10.180.5.5", port: 80}}
+				removed := ownerOf(svcs[5])
+				in := syncInput{services: models(tf.ip, svcs[1]), removed: []string{removed}}
+				for _, sy := range []*syncer{s, ref} {
+					if _, err := sy.sync(ctx, in); err != nil {
+						t.Fatalf("partial sync: %v", err)
+					}
+				}
+				if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+					t.Fatalf("kernel differs from the fake after a partial sync (-fake +kernel):\n%s", diff)
+				}
+				out, err := exec.Command("nft", "list", "chain", string(familyOf(tf.family)), kubeProxyTable, svcChain(tf, svcs[1])).CombinedOutput()
+				if err != nil || !strings.Contains(string(out), tf.ip("10.180.5.5")) || strings.Contains(string(out), tf.ip("10.180.1.2")) {
+					t.Fatalf("service chain not rewritten in the kernel: %s %v", out, err)
+				}
+
+				// Stale chains are flushed now and deleted later.
+				if err := s.deleteStaleChains(ctx, time.Now().Add(time.Hour), time.Second); err != nil {
+					t.Fatalf("deleting stale chains: %v", err)
+				}
+				chains, _ := nft.List(ctx, "chains")
+				if slices.Contains(chains, svcChain(tf, testServices[5])) {
+					t.Errorf("stale chain of the removed service still exists")
+				}
+			})
+		})
+	}
+}
+
+func svcChain(tf testFamily, s tsvc) string {
+	return s.model(tf.ip).clusterChain
+}
+
+func TestKernelChunkedColdStart(t *testing.T) {
+	tf := families[0]
+	inNetns(t, func() {
+		ctx := context.Background()
+		s, nft := realSyncer(t, tf, func(c *syncerConfig) { c.maxOps = 10 })
+		ref, fake := newTestSyncer(t, tf, nil)
+		res, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)})
+		if err != nil {
+			t.Fatalf("chunked sync: %v", err)
+		}
+		if res.transactions < 5 {
+			t.Errorf("expected many transactions with maxOps=10, got %+v", res)
+		}
+		if _, err := ref.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+			t.Fatalf("chunked kernel result differs (-fake +kernel):\n%s", diff)
+		}
+	})
+}
+
+// TestKernelRejectedTransaction feeds the kernel a transaction it refuses
+// (an element that is not an address) and checks that the previous ruleset
+// survives untouched and that the next full sync repairs everything.
+func TestKernelRejectedTransaction(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			inNetns(t, func() {
+				ctx := context.Background()
+				s, nft := realSyncer(t, tf, nil)
+				svcs := append([]tsvc(nil), testServices...)
+				if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, svcs...)}); err != nil {
+					t.Fatal(err)
+				}
+				before := snapshot(t, nft)
+
+				good := svcs[0]
+				good.eps = []tep{{ip: "10.180.7.7", port: 80}}
+				bad := tsvc{ns: "bad", name: "bad", portName: "p", clusterIP: "172.30.0.200", port: 80, eps: []tep{{ip: "10.180.7.8", port: 80}}}
+				badModel := bad.model(tf.ip)
+				badModel.clusterIP = "not-an-ip"
+				in := syncInput{services: append(models(tf.ip, good), badModel)}
+				if _, err := s.sync(ctx, in); err == nil {
+					t.Fatal("kernel accepted an invalid element")
+				}
+				if diff := cmp.Diff(before, snapshot(t, nft)); diff != "" {
+					t.Fatalf("rejected transaction changed the kernel ruleset:\n%s", diff)
+				}
+
+				// Next sync: full (as the proxier does after a failure), without the bad input.
+				svcs[0] = good
+				if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, svcs...)}); err != nil {
+					t.Fatalf("repair sync: %v", err)
+				}
+				ref, fake := newTestSyncer(t, tf, nil)
+				if _, err := ref.sync(ctx, syncInput{full: true, services: models(tf.ip, svcs...)}); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.deleteStaleChains(ctx, time.Now().Add(time.Hour), time.Second); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+					t.Fatalf("full sync did not repair the kernel (-want +kernel):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+func TestKernelCleanup(t *testing.T) {
+	inNetns(t, func() {
+		ctx := context.Background()
+		for _, tf := range families {
+			s, _ := realSyncer(t, tf, nil)
+			if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if CleanupLeftovers(ctx) {
+			t.Fatal("CleanupLeftovers reported an error")
+		}
+		out, err := exec.Command("nft", "list", "tables").CombinedOutput()
+		if err != nil || strings.Contains(string(out), kubeProxyTable) {
+			t.Fatalf("tables left after cleanup: %s %v", out, err)
+		}
+	})
+}
+
+var _ = v1.IPv4Protocol
