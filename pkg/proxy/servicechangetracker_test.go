@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/utils/ptr"
 	netutils "k8s.io/utils/net"
+	"k8s.io/utils/ptr"
 
 	"k8s.io/kube-proxy/pkg/features"
 )
@@ -362,8 +362,8 @@ func TestExternalIPsGate(t *testing.T) {
 
 func TestBaseServicePortInfoPolicies(t *testing.T) {
 	tests := []struct {
-		name                    string
-		info                    BaseServicePortInfo
+		name                     string
+		info                     BaseServicePortInfo
 		external, cluster, local bool
 	}{
 		{"plain cluster IP", BaseServicePortInfo{}, false, true, false},
