@@ -62,7 +62,7 @@ func HasRandomFully(ipt Interface) bool {
 }
 
 // "iptables v1.8.9 (nf_tables)", "ip6tables v1.8.7 (legacy)", "iptables v1.4.21".
-var versionOutputRE = regexp.MustCompile(`v([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?:\s+\(([a-z_]+)\))?`)
+var versionOutputRE = regexp.MustCompile(`v([0-9]+\.[0-9]+(?:\.[0-9]+)*)(?:\s+\(([a-z_]+)\))?`)
 
 // parseVersionOutput reads the output of "iptables --version".
 func parseVersionOutput(out string) (Features, error) {
