@@ -101,7 +101,9 @@ func TestCommandLines(t *testing.T) {
 		want: []string{"iptables -w 5 -C POSTROUTING -t nat -m comment --comment a b -j KUBE-POSTROUTING"},
 	}, {
 		name: "Restore, modern", version: "1.8.9", protocol: ProtocolIPv4,
-		do:   func(r *runner) error { return r.Restore(TableNAT, []byte("*nat\nCOMMIT\n"), NoFlushTables, RestoreCounters) },
+		do: func(r *runner) error {
+			return r.Restore(TableNAT, []byte("*nat\nCOMMIT\n"), NoFlushTables, RestoreCounters)
+		},
 		want: []string{"iptables-restore -w 5 -T nat --noflush --counters"},
 	}, {
 		name: "RestoreAll, ipv6, flush", version: "1.8.9", protocol: ProtocolIPv6,
