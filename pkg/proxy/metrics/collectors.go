@@ -68,11 +68,44 @@ type NFTablesCounterReader interface {
 // metric read family's counters through r; nil removes the reader. The
 // nftables proxier calls this, since metrics may not import a backend.
 func SetNFTablesCounterReader(family v1.IPFamily, r NFTablesCounterReader) {
-	nftCounters.setReader(family, r)
+	nftReaders.set(family, r)
 }
 
 // nftCounterReadTimeout bounds one family's read during a scrape.
 const nftCounterReadTimeout = 2 * time.Second
+
+// readerSet holds the per-family readers; it outlives any one collector so
+// readers may be installed before or after registration.
+type readerSet struct {
+	mu      sync.Mutex
+	readers map[v1.IPFamily]NFTablesCounterReader
+}
+
+var nftReaders = &readerSet{readers: map[v1.IPFamily]NFTablesCounterReader{}}
+
+func (s *readerSet) set(family v1.IPFamily, r NFTablesCounterReader) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == nil {
+		delete(s.readers, family)
+		return
+	}
+	s.readers[family] = r
+}
+
+// snapshot returns the readers ordered by family, for stable output.
+func (s *readerSet) snapshot() ([]v1.IPFamily, map[v1.IPFamily]NFTablesCounterReader) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fams := make([]v1.IPFamily, 0, len(s.readers))
+	out := make(map[v1.IPFamily]NFTablesCounterReader, len(s.readers))
+	for f, r := range s.readers {
+		fams = append(fams, f)
+		out[f] = r
+	}
+	slices.Sort(fams)
+	return fams, out
+}
 
 // nftCounterCollector exports the localhost-nodeport-rejected-* counters,
 // labelled by ip_family and protocol.
@@ -81,45 +114,23 @@ type nftCounterCollector struct {
 	desc *metrics.Desc
 	// protocols maps a counter name to its protocol label.
 	protocols map[string]string
-
-	mu      sync.Mutex
-	readers map[v1.IPFamily]NFTablesCounterReader
+	readers   *readerSet
 }
 
 var _ metrics.StableCollector = &nftCounterCollector{}
 
-var nftCounters = newNFTCounterCollector(localhostNodePortRejectedDesc)
-
-func newNFTCounterCollector(desc *metrics.Desc) *nftCounterCollector {
+func newNFTCounterCollector(desc *metrics.Desc, readers *readerSet) *nftCounterCollector {
 	p := make(map[string]string, len(LocalhostNodePortRejectableProtocols))
 	for _, proto := range LocalhostNodePortRejectableProtocols {
 		p[LocalhostNodePortRejectedCounterName(proto)] = string(proto)
 	}
-	return &nftCounterCollector{desc: desc, protocols: p, readers: map[v1.IPFamily]NFTablesCounterReader{}}
-}
-
-func (c *nftCounterCollector) setReader(family v1.IPFamily, r NFTablesCounterReader) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r == nil {
-		delete(c.readers, family)
-		return
-	}
-	c.readers[family] = r
+	return &nftCounterCollector{desc: desc, protocols: p, readers: readers}
 }
 
 func (c *nftCounterCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- c.desc }
 
 func (c *nftCounterCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	c.mu.Lock()
-	families := make([]v1.IPFamily, 0, len(c.readers))
-	readers := make(map[v1.IPFamily]NFTablesCounterReader, len(c.readers))
-	for f, r := range c.readers {
-		families = append(families, f)
-		readers[f] = r
-	}
-	c.mu.Unlock()
-	slices.Sort(families)
+	families, readers := c.readers.snapshot()
 
 	for _, fam := range families {
 		ctx, cancel := context.WithTimeout(context.Background(), nftCounterReadTimeout)

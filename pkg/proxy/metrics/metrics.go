@@ -289,7 +289,7 @@ func registerFor(r registry, mode kubeproxyconfig.ProxyMode, localhostNodePorts 
 		)
 		if localhostNodePorts {
 			r.MustRegister(LocalhostNodePortListeners, LocalhostNodePortListenerCreationFailuresTotal)
-			r.CustomMustRegister(nftCounters)
+			r.CustomMustRegister(newNFTCounterCollector(localhostNodePortRejectedDesc, nftReaders))
 		}
 		r.MustRegister(conntrack...)
 
