@@ -71,7 +71,9 @@ func (e *parseError) Unwrap() error { return e.err }
 //	iptables-restore: line 4 failed
 //	iptables-nft-restore: line 4 failed: No chain/target/match by that name.
 //	iptables-restore v1.8.9 (legacy): unknown option "--bogus"\nError occurred at line: 4
+//	iptables-nft-restore v1.8.9 (nf_tables): \nline 3: CHAIN_DEL failed (Device or resource busy): chain X
 var (
+	nftLineRE      = regexp.MustCompile(`(?m)^line ([1-9][0-9]*): (.*)$`)
 	lineFailedRE   = regexp.MustCompile(`(?m)\bline ([1-9][0-9]*) failed(?::\s*(.*))?$`)
 	errorAtLineRE  = regexp.MustCompile(`(?m)^Error occurred at line: ([1-9][0-9]*)\s*$`)
 	restoreUsageRE = regexp.MustCompile(`(?m)^Try .*for more information\.?\s*$`)
@@ -88,7 +90,15 @@ func parseRestoreError(cmd, output string, err error) (ParseError, bool) {
 	}
 	loc := errorAtLineRE.FindStringSubmatchIndex(output)
 	if loc == nil {
-		return nil, false
+		m := nftLineRE.FindStringSubmatch(output)
+		if m == nil {
+			return nil, false
+		}
+		line, convErr := strconv.Atoi(m[1])
+		if convErr != nil {
+			return nil, false
+		}
+		return &parseError{cmd: cmd, line: line, msg: strings.TrimSpace(m[2]), err: err}, true
 	}
 	line, convErr := strconv.Atoi(output[loc[2]:loc[3]])
 	if convErr != nil {

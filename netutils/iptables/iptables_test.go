@@ -316,6 +316,11 @@ func TestRestoreErrors(t *testing.T) {
 			"Try `iptables-nft-restore -h' or 'iptables-nft-restore --help' for more information.\n",
 		line: 8, msg: "Chain 'NOPE' does not exist",
 	}, {
+		name: "nft batch failure",
+		output: "iptables-nft-restore v1.8.9 (nf_tables): \n" +
+			"line 3: CHAIN_DEL failed (Device or resource busy): chain KUBE-SEP-UKSFD7AGPMPPLUHC\n",
+		line: 3, msg: "CHAIN_DEL failed (Device or resource busy): chain KUBE-SEP-UKSFD7AGPMPPLUHC",
+	}, {
 		name:   "no line",
 		output: "Another app is currently holding the xtables lock. Perhaps you want to use the -w option?\n",
 	}} {
