@@ -169,14 +169,17 @@ func NormalizeName(val string) string {
 	return swapSeparators(val)
 }
 
+// swapSeparators exchanges '.' and '/' byte by byte; both are ASCII, so this leaves every
+// other byte, including invalid UTF-8, untouched (strings.Map would replace it with U+FFFD).
 func swapSeparators(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch r {
+	b := []byte(s)
+	for i, c := range b {
+		switch c {
 		case '.':
-			return '/'
+			b[i] = '/'
 		case '/':
-			return '.'
+			b[i] = '.'
 		}
-		return r
-	}, s)
+	}
+	return string(b)
 }
