@@ -94,6 +94,9 @@ func (r *runner) run(args ...string) ([]byte, error) {
 }
 
 func (r *runner) CreateSet(set *IPSet, ignoreExistErr bool) error {
+	if set == nil {
+		return errors.New("creating ipset: nil set")
+	}
 	if err := ValidateName(set.Name); err != nil {
 		return err
 	}
@@ -112,6 +115,9 @@ func (r *runner) CreateSet(set *IPSet, ignoreExistErr bool) error {
 }
 
 func (r *runner) AddEntry(entry string, set *IPSet, ignoreExistErr bool) error {
+	if set == nil {
+		return fmt.Errorf("adding entry %q: nil set", entry)
+	}
 	args := []string{"add", set.Name, entry}
 	if ignoreExistErr {
 		args = append(args, "-exist")
@@ -230,6 +236,9 @@ func parseVersion(out []byte) (string, error) {
 var restoreLineRE = regexp.MustCompile(`Error in line (\d+):`)
 
 func (r *runner) Restore(b *Batch, ignoreExist bool) error {
+	if b == nil {
+		return nil
+	}
 	if b.err != nil {
 		return b.err
 	}

@@ -118,6 +118,13 @@ func TestRunner(t *testing.T) {
 			wantErr:  `creating ipset "KUBE-A": ipset create KUBE-A hash:ip,port family inet hashsize 1024 maxelem 65536: exit 1 (ipset v7.17: Set cannot be created`,
 		},
 		{
+			name: "nil set is an error, not a panic",
+			call: func(r Interface) (any, error) {
+				return nil, errors.Join(r.CreateSet(nil, false), r.AddEntry("1.2.3.4", nil, false))
+			},
+			wantErr: "nil set",
+		},
+		{
 			name:     "add",
 			results:  []result{{}},
 			call:     func(r Interface) (any, error) { return nil, r.AddEntry("198.18.0.1,tcp:80", &IPSet{Name: "S"}, true) },

@@ -132,6 +132,9 @@ func (f *FakeIPSet) DestroyAllSets() error {
 // CreateSet implements ipset.Interface. Like the real one it fills in defaults on set and
 // validates it.
 func (f *FakeIPSet) CreateSet(set *ipset.IPSet, ignoreExistErr bool) error {
+	if set == nil {
+		return errors.New("creating ipset: nil set")
+	}
 	if err := ipset.ValidateName(set.Name); err != nil {
 		return err
 	}
@@ -161,6 +164,9 @@ func (f *FakeIPSet) create(set *ipset.IPSet, ignoreExist bool) error {
 
 // AddEntry implements ipset.Interface.
 func (f *FakeIPSet) AddEntry(entry string, set *ipset.IPSet, ignoreExistErr bool) error {
+	if set == nil {
+		return fmt.Errorf("adding entry %q: nil set", entry)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.add(set.Name, entry, ignoreExistErr)
@@ -234,6 +240,9 @@ func (f *FakeIPSet) ListSets() ([]string, error) {
 // Restore implements ipset.Restorer, applying operations in order and stopping at the first
 // failure, as ipset restore does.
 func (f *FakeIPSet) Restore(b *ipset.Batch, ignoreExist bool) error {
+	if b == nil {
+		return nil
+	}
 	if err := b.Err(); err != nil {
 		return err
 	}

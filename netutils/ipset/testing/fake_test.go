@@ -129,6 +129,15 @@ func TestFakeSpecifics(t *testing.T) {
 			}
 		})
 	}
+	if err := NewFake("").CreateSet(nil, false); err == nil {
+		t.Error("CreateSet(nil) succeeded")
+	}
+	if err := NewFake("").AddEntry("1.2.3.4", nil, false); err == nil {
+		t.Error("AddEntry(nil set) succeeded")
+	}
+	if err := NewFake("").Restore(nil, false); err != nil {
+		t.Errorf("Restore(nil) = %v", err)
+	}
 	if v, err := NewFake("v6.38").GetVersion(); v != "v6.38" || err != nil {
 		t.Errorf("GetVersion = %q, %v", v, err)
 	}
