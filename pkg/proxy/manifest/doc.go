@@ -1,0 +1,21 @@
+// Package manifest is a source of Services, EndpointSlices, Nodes and ServiceCIDRs read
+// from manifest files instead of an API server.
+//
+// A Source reads one file or a directory tree of YAML or JSON files (multi-document
+// YAML, JSON streams, and `List` kinds are all accepted), and keeps a client-go fake
+// clientset in step with them: objects are created, updated and deleted as the files
+// change (fsnotify plus a periodic rescan). Because the result is an ordinary
+// kubernetes.Interface, kube-proxy's informer path runs unchanged with no cluster.
+//
+// The fake clientset that client-go ships ignores field selectors and does not filter
+// watches at all; kube-proxy relies on both (the single-node informer selects
+// metadata.name, the Service informer excludes headless Services), so the clientset
+// returned by Source.Client filters lists and watches the way an API server would.
+//
+// A document that cannot be used is rejected with its file, line and reason while the
+// rest of the files apply. Objects that are normally completed by the API server
+// (cluster IPs, node ports) must be written out in full, since nothing allocates them.
+//
+// Allowed imports: the standard library, k8s.io/{api,apimachinery,client-go,klog,utils},
+// sigs.k8s.io/yaml and github.com/fsnotify/fsnotify. Nothing from k8s.io/kube-proxy.
+package manifest

@@ -1,0 +1,351 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
+	"k8s.io/utils/ptr"
+)
+
+// defaultAndValidate fills in what an API server would have defaulted for the fields
+// kube-proxy reads, and rejects what kube-proxy could not use. It is deliberately
+// narrower than API-server validation: it checks what would otherwise be skipped
+// silently (or mis-programmed) downstream, with the field path and value.
+func defaultAndValidate(obj runtime.Object, namespaced bool) field.ErrorList {
+	var errs field.ErrorList
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	metaPath := field.NewPath("metadata")
+	if m.GetName() == "" {
+		errs = append(errs, field.Required(metaPath.Child("name"), ""))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(m.GetName()) {
+			errs = append(errs, field.Invalid(metaPath.Child("name"), m.GetName(), msg))
+		}
+	}
+	if namespaced {
+		if m.GetNamespace() == "" {
+			m.SetNamespace(v1.NamespaceDefault)
+		}
+		for _, msg := range validation.IsDNS1123Label(m.GetNamespace()) {
+			errs = append(errs, field.Invalid(metaPath.Child("namespace"), m.GetNamespace(), msg))
+		}
+	} else if m.GetNamespace() != "" {
+		errs = append(errs, field.Forbidden(metaPath.Child("namespace"), "not allowed on a cluster-scoped object"))
+	}
+
+	switch o := obj.(type) {
+	case *v1.Service:
+		defaultService(o)
+		errs = append(errs, validateService(o)...)
+	case *discoveryv1.EndpointSlice:
+		defaultEndpointSlice(o)
+		errs = append(errs, validateEndpointSlice(o)...)
+	case *v1.Node:
+		errs = append(errs, validateNode(o)...)
+	case *networkingv1.ServiceCIDR:
+		errs = append(errs, validateServiceCIDR(o)...)
+	}
+	return errs
+}
+
+func defaultService(svc *v1.Service) {
+	spec := &svc.Spec
+	if spec.Type == "" {
+		spec.Type = v1.ServiceTypeClusterIP
+	}
+	if spec.SessionAffinity == "" {
+		spec.SessionAffinity = v1.ServiceAffinityNone
+	}
+	if spec.SessionAffinity == v1.ServiceAffinityClientIP {
+		if spec.SessionAffinityConfig == nil {
+			spec.SessionAffinityConfig = &v1.SessionAffinityConfig{}
+		}
+		if spec.SessionAffinityConfig.ClientIP == nil {
+			spec.SessionAffinityConfig.ClientIP = &v1.ClientIPConfig{}
+		}
+		if spec.SessionAffinityConfig.ClientIP.TimeoutSeconds == nil {
+			spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr.To(v1.DefaultClientIPServiceAffinitySeconds)
+		}
+	}
+	for i := range spec.Ports {
+		p := &spec.Ports[i]
+		if p.Protocol == "" {
+			p.Protocol = v1.ProtocolTCP
+		}
+		if p.TargetPort == (intstr.IntOrString{}) {
+			p.TargetPort = intstr.FromInt32(p.Port)
+		}
+	}
+	if spec.Type == v1.ServiceTypeExternalName {
+		return
+	}
+	if len(spec.ClusterIPs) == 0 && spec.ClusterIP != "" {
+		spec.ClusterIPs = []string{spec.ClusterIP}
+	}
+	if spec.ClusterIP == "" && len(spec.ClusterIPs) > 0 {
+		spec.ClusterIP = spec.ClusterIPs[0]
+	}
+	if len(spec.IPFamilies) == 0 && spec.ClusterIP != v1.ClusterIPNone {
+		for _, ip := range spec.ClusterIPs {
+			if parsed := netutils.ParseIPSloppy(ip); parsed != nil {
+				if parsed.To4() != nil {
+					spec.IPFamilies = append(spec.IPFamilies, v1.IPv4Protocol)
+				} else {
+					spec.IPFamilies = append(spec.IPFamilies, v1.IPv6Protocol)
+				}
+			}
+		}
+	}
+	if spec.IPFamilyPolicy == nil {
+		policy := v1.IPFamilyPolicySingleStack
+		if len(spec.ClusterIPs) > 1 {
+			policy = v1.IPFamilyPolicyRequireDualStack
+		}
+		spec.IPFamilyPolicy = &policy
+	}
+	if spec.InternalTrafficPolicy == nil {
+		spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyCluster)
+	}
+	if spec.ExternalTrafficPolicy == "" && (spec.Type == v1.ServiceTypeNodePort || spec.Type == v1.ServiceTypeLoadBalancer) {
+		spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
+	}
+}
+
+// maxClientIPAffinitySeconds is the API server's limit for
+// sessionAffinityConfig.clientIP.timeoutSeconds (one day).
+const maxClientIPAffinitySeconds int32 = 86400
+
+var supportedProtocols = sets.New(v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
+
+func validatePort(path *field.Path, port int32, required bool) field.ErrorList {
+	if port == 0 && !required {
+		return nil
+	}
+	if port < 1 || port > 65535 {
+		return field.ErrorList{field.Invalid(path, port, "must be between 1 and 65535")}
+	}
+	return nil
+}
+
+func validateProtocol(path *field.Path, proto v1.Protocol) field.ErrorList {
+	if !supportedProtocols.Has(proto) {
+		return field.ErrorList{field.NotSupported(path, proto, sets.List(supportedProtocols))}
+	}
+	return nil
+}
+
+func validateIP(path *field.Path, ip string) field.ErrorList {
+	if netutils.ParseIPSloppy(ip) == nil {
+		return field.ErrorList{field.Invalid(path, ip, "must be a valid IP address")}
+	}
+	return nil
+}
+
+func validateCIDR(path *field.Path, cidr string) field.ErrorList {
+	if _, _, err := netutils.ParseCIDRSloppy(strings.TrimSpace(cidr)); err != nil {
+		return field.ErrorList{field.Invalid(path, cidr, "must be a valid CIDR")}
+	}
+	return nil
+}
+
+func validateService(svc *v1.Service) field.ErrorList {
+	var errs field.ErrorList
+	spec := &svc.Spec
+	specPath := field.NewPath("spec")
+
+	switch spec.Type {
+	case v1.ServiceTypeClusterIP, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer:
+	case v1.ServiceTypeExternalName:
+		// kube-proxy ignores these; accept them so a real cluster's dump loads as is.
+		return nil
+	default:
+		return field.ErrorList{field.NotSupported(specPath.Child("type"), spec.Type,
+			[]v1.ServiceType{v1.ServiceTypeClusterIP, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer, v1.ServiceTypeExternalName})}
+	}
+
+	headless := spec.ClusterIP == v1.ClusterIPNone
+	switch {
+	case spec.ClusterIP == "":
+		errs = append(errs, field.Required(specPath.Child("clusterIP"),
+			"no API server allocates cluster IPs from manifests; set spec.clusterIP (or \"None\" for a headless Service)"))
+	case headless:
+		if spec.Type != v1.ServiceTypeClusterIP {
+			errs = append(errs, field.Invalid(specPath.Child("clusterIP"), spec.ClusterIP, "may be \"None\" only for type ClusterIP"))
+		}
+	default:
+		if len(spec.ClusterIPs) > 2 {
+			errs = append(errs, field.TooMany(specPath.Child("clusterIPs"), len(spec.ClusterIPs), 2))
+		}
+		if spec.ClusterIPs[0] != spec.ClusterIP {
+			errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(0), spec.ClusterIPs[0], "must match spec.clusterIP"))
+		}
+		for i, ip := range spec.ClusterIPs {
+			errs = append(errs, validateIP(specPath.Child("clusterIPs").Index(i), ip)...)
+		}
+		if len(spec.ClusterIPs) == 2 {
+			a, b := netutils.ParseIPSloppy(spec.ClusterIPs[0]), netutils.ParseIPSloppy(spec.ClusterIPs[1])
+			if a != nil && b != nil && (a.To4() == nil) == (b.To4() == nil) {
+				errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(1), spec.ClusterIPs[1], "must be of the other IP family than clusterIPs[0]"))
+			}
+		}
+	}
+
+	portsPath := specPath.Child("ports")
+	if len(spec.Ports) == 0 && !headless {
+		errs = append(errs, field.Required(portsPath, ""))
+	}
+	names := sets.New[string]()
+	for i, p := range spec.Ports {
+		pp := portsPath.Index(i)
+		if len(spec.Ports) > 1 && p.Name == "" {
+			errs = append(errs, field.Required(pp.Child("name"), "required when the Service has more than one port"))
+		} else if p.Name != "" && names.Has(p.Name) {
+			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+		}
+		names.Insert(p.Name)
+		errs = append(errs, validatePort(pp.Child("port"), p.Port, true)...)
+		errs = append(errs, validateProtocol(pp.Child("protocol"), p.Protocol)...)
+		if p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal != p.Port {
+			errs = append(errs, validatePort(pp.Child("targetPort"), p.TargetPort.IntVal, true)...)
+		}
+		needsNodePort := spec.Type == v1.ServiceTypeNodePort ||
+			(spec.Type == v1.ServiceTypeLoadBalancer && ptr.Deref(spec.AllocateLoadBalancerNodePorts, true))
+		if p.NodePort == 0 && needsNodePort {
+			errs = append(errs, field.Required(pp.Child("nodePort"),
+				fmt.Sprintf("no API server allocates node ports from manifests; set it for type %s", spec.Type)))
+		} else if p.NodePort != 0 && spec.Type == v1.ServiceTypeClusterIP {
+			errs = append(errs, field.Forbidden(pp.Child("nodePort"), "may not be set for type ClusterIP"))
+		} else {
+			errs = append(errs, validatePort(pp.Child("nodePort"), p.NodePort, false)...)
+		}
+	}
+
+	for i, ip := range spec.ExternalIPs {
+		errs = append(errs, validateIP(specPath.Child("externalIPs").Index(i), ip)...)
+	}
+	for i, cidr := range spec.LoadBalancerSourceRanges {
+		errs = append(errs, validateCIDR(specPath.Child("loadBalancerSourceRanges").Index(i), cidr)...)
+	}
+	if spec.HealthCheckNodePort != 0 {
+		errs = append(errs, validatePort(specPath.Child("healthCheckNodePort"), spec.HealthCheckNodePort, true)...)
+	}
+	switch spec.ExternalTrafficPolicy {
+	case "", v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal:
+	default:
+		errs = append(errs, field.NotSupported(specPath.Child("externalTrafficPolicy"), spec.ExternalTrafficPolicy,
+			[]v1.ServiceExternalTrafficPolicy{v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal}))
+	}
+	if p := spec.InternalTrafficPolicy; p != nil && *p != v1.ServiceInternalTrafficPolicyCluster && *p != v1.ServiceInternalTrafficPolicyLocal {
+		errs = append(errs, field.NotSupported(specPath.Child("internalTrafficPolicy"), *p,
+			[]v1.ServiceInternalTrafficPolicy{v1.ServiceInternalTrafficPolicyCluster, v1.ServiceInternalTrafficPolicyLocal}))
+	}
+	switch spec.SessionAffinity {
+	case v1.ServiceAffinityNone:
+	case v1.ServiceAffinityClientIP:
+		if t := *spec.SessionAffinityConfig.ClientIP.TimeoutSeconds; t < 1 || t > maxClientIPAffinitySeconds {
+			errs = append(errs, field.Invalid(specPath.Child("sessionAffinityConfig", "clientIP", "timeoutSeconds"), t,
+				fmt.Sprintf("must be between 1 and %d", maxClientIPAffinitySeconds)))
+		}
+	default:
+		errs = append(errs, field.NotSupported(specPath.Child("sessionAffinity"), spec.SessionAffinity,
+			[]v1.ServiceAffinity{v1.ServiceAffinityNone, v1.ServiceAffinityClientIP}))
+	}
+	for i, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP != "" {
+			errs = append(errs, validateIP(field.NewPath("status", "loadBalancer", "ingress").Index(i).Child("ip"), ing.IP)...)
+		}
+	}
+	return errs
+}
+
+func defaultEndpointSlice(slice *discoveryv1.EndpointSlice) {
+	for i := range slice.Ports {
+		if slice.Ports[i].Protocol == nil {
+			slice.Ports[i].Protocol = ptr.To(v1.ProtocolTCP)
+		}
+	}
+}
+
+func validateEndpointSlice(slice *discoveryv1.EndpointSlice) field.ErrorList {
+	var errs field.ErrorList
+	if slice.Labels[discoveryv1.LabelServiceName] == "" {
+		errs = append(errs, field.Required(field.NewPath("metadata", "labels").Key(discoveryv1.LabelServiceName),
+			"kube-proxy ignores EndpointSlices that do not name their Service"))
+	}
+	var family func(string) bool
+	switch slice.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+		family = netutils.IsIPv4String
+	case discoveryv1.AddressTypeIPv6:
+		family = netutils.IsIPv6String
+	case discoveryv1.AddressTypeFQDN:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("addressType"), slice.AddressType,
+			[]discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN}))
+	}
+	for i, ep := range slice.Endpoints {
+		ap := field.NewPath("endpoints").Index(i).Child("addresses")
+		if len(ep.Addresses) == 0 {
+			errs = append(errs, field.Required(ap, ""))
+		}
+		for j, addr := range ep.Addresses {
+			if family != nil && (netutils.ParseIPSloppy(addr) == nil || !family(addr)) {
+				errs = append(errs, field.Invalid(ap.Index(j), addr, fmt.Sprintf("must be a valid %s address", slice.AddressType)))
+			}
+		}
+	}
+	names := sets.New[string]()
+	for i, p := range slice.Ports {
+		pp := field.NewPath("ports").Index(i)
+		name := ptr.Deref(p.Name, "")
+		if names.Has(name) {
+			errs = append(errs, field.Duplicate(pp.Child("name"), name))
+		}
+		names.Insert(name)
+		if p.Port != nil {
+			errs = append(errs, validatePort(pp.Child("port"), *p.Port, true)...)
+		}
+		errs = append(errs, validateProtocol(pp.Child("protocol"), *p.Protocol)...)
+	}
+	return errs
+}
+
+func validateNode(node *v1.Node) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range node.Status.Addresses {
+		if a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP {
+			errs = append(errs, validateIP(field.NewPath("status", "addresses").Index(i).Child("address"), a.Address)...)
+		}
+	}
+	if node.Spec.PodCIDR != "" {
+		errs = append(errs, validateCIDR(field.NewPath("spec", "podCIDR"), node.Spec.PodCIDR)...)
+	}
+	for i, cidr := range node.Spec.PodCIDRs {
+		errs = append(errs, validateCIDR(field.NewPath("spec", "podCIDRs").Index(i), cidr)...)
+	}
+	return errs
+}
+
+func validateServiceCIDR(sc *networkingv1.ServiceCIDR) field.ErrorList {
+	var errs field.ErrorList
+	if len(sc.Spec.CIDRs) == 0 {
+		errs = append(errs, field.Required(field.NewPath("spec", "cidrs"), ""))
+	}
+	for i, cidr := range sc.Spec.CIDRs {
+		errs = append(errs, validateCIDR(field.NewPath("spec", "cidrs").Index(i), cidr)...)
+	}
+	return errs
+}
