@@ -131,10 +131,10 @@ var strictDecoder = serializerjson.NewSerializerWithOptions(serializerjson.Defau
 // rawDoc is one document of a file, as JSON, with the source lines kept to map field
 // paths back to line numbers.
 type rawDoc struct {
-	text   docText
-	line   int // where the document's content starts
-	json   []byte
-	err    error
+	text    docText
+	line    int // where the document's content starts
+	json    []byte
+	err     error
 	errLine int
 }
 

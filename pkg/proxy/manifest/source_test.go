@@ -41,7 +41,6 @@ func svcYAML(name, ip string, port int) string {
 		"\n  ports:\n  - port: " + strconv.Itoa(port) + "\n"
 }
 
-
 func serviceNames(t *testing.T, s *Source) []string {
 	t.Helper()
 	list, err := s.Client().CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
