@@ -202,6 +202,33 @@ func (f *fakeNFAcct) Get(name string) (*nfacct.Counter, error) {
 }
 func (f *fakeNFAcct) List() ([]*nfacct.Counter, error) { return nil, nil }
 
+func newTestConfig(cfg envConfig) *kubeproxyconfig.KubeProxyConfiguration {
+	config := &kubeproxyconfig.KubeProxyConfiguration{}
+	config.IPTables.MasqueradeBit = ptr.To[int32](14)
+	config.IPTables.LocalhostNodePorts = ptr.To(true)
+	if cfg.localhostNodePorts != nil {
+		config.IPTables.LocalhostNodePorts = cfg.localhostNodePorts
+	}
+	config.Linux.MasqueradeAll = cfg.masqueradeAll
+	config.NodePortAddresses = cfg.nodePortAddresses
+	config.SyncPeriod = metav1.Duration{Duration: 30e9}
+	config.MinSyncPeriod = metav1.Duration{Duration: 1e9}
+	return config
+}
+
+// testNetwork is the node's interfaces: two addresses on eth0, loopback on lo.
+func testNetwork(f fam) *proxyutiltest.FakeNetwork {
+	nw := proxyutiltest.NewFakeNetwork()
+	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{
+		&net.IPNet{IP: net.ParseIP(f.node), Mask: net.CIDRMask(f.bits, f.bits)},
+		&net.IPNet{IP: net.ParseIP(f.node2), Mask: net.CIDRMask(f.bits, f.bits)},
+	})
+	nw.AddInterfaceAddr(&net.Interface{Name: "lo"}, []net.Addr{
+		&net.IPNet{IP: net.ParseIP(f.loopback), Mask: net.CIDRMask(f.bits, f.bits)},
+	})
+	return nw
+}
+
 func newTestEnv(t testing.TB, f fam, cfg envConfig) *testEnv {
 	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
@@ -229,25 +256,8 @@ func newTestEnv(t testing.TB, f fam, cfg envConfig) *testEnv {
 	default:
 		t.Fatalf("unknown detector %q", cfg.detector)
 	}
-	config := &kubeproxyconfig.KubeProxyConfiguration{}
-	config.IPTables.MasqueradeBit = ptr.To[int32](14)
-	config.IPTables.LocalhostNodePorts = ptr.To(true)
-	if cfg.localhostNodePorts != nil {
-		config.IPTables.LocalhostNodePorts = cfg.localhostNodePorts
-	}
-	config.Linux.MasqueradeAll = cfg.masqueradeAll
-	config.NodePortAddresses = cfg.nodePortAddresses
-	config.SyncPeriod = metav1.Duration{Duration: 30e9}
-	config.MinSyncPeriod = metav1.Duration{Duration: 1e9}
-
-	nw := proxyutiltest.NewFakeNetwork()
-	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{
-		&net.IPNet{IP: net.ParseIP(f.node), Mask: net.CIDRMask(f.bits, f.bits)},
-		&net.IPNet{IP: net.ParseIP(f.node2), Mask: net.CIDRMask(f.bits, f.bits)},
-	})
-	nw.AddInterfaceAddr(&net.Interface{Name: "lo"}, []net.Addr{
-		&net.IPNet{IP: net.ParseIP(f.loopback), Mask: net.CIDRMask(f.bits, f.bits)},
-	})
+	config := newTestConfig(cfg)
+	nw := testNetwork(f)
 
 	env := &testEnv{f: f, ipt: ipt, sysctl: sc, ct: conntrack.NewFake(), hc: &recordingHealthServer{}, ctx: ctx}
 	var nfa nfacct.Interface

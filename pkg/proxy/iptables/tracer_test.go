@@ -410,7 +410,7 @@ func (t *tracer) match(pk *packet, s *pstate, r tRule) (float64, string, []strin
 				return 0, "", nil, "", fmt.Errorf("unknown match module %q", val)
 			}
 			continue
-		case "--comment", "--nfacct-name", "--mode", "--seconds":
+		case "--comment", "--nfacct-name", "--mode", "--seconds", "--reject-with":
 			if err := needVal(); err != nil {
 				return 0, "", nil, "", err
 			}
@@ -418,7 +418,16 @@ func (t *tracer) match(pk *packet, s *pstate, r tRule) (float64, string, []strin
 				return 0, "", nil, "", fmt.Errorf("unknown statistic mode %q", val)
 			}
 			continue
-		case "--reap":
+		case "--reap", "--rsource":
+			continue
+		case "--mask":
+			// iptables-save spells out -m recent's default full mask.
+			if err := needVal(); err != nil {
+				return 0, "", nil, "", err
+			}
+			if val != "255.255.255.255" && val != "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff" {
+				return 0, "", nil, "", fmt.Errorf("recent --mask %q not modelled", val)
+			}
 			continue
 		case "-p":
 			if err := needVal(); err != nil {

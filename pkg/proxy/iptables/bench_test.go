@@ -1,0 +1,217 @@
+package iptables
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	utiliptables "k8s.io/net-utils/iptables"
+	sysctltest "k8s.io/net-utils/sysctl/testing"
+)
+
+// discardIPTables accepts every call and remembers only the size of the
+// last restore, so benchmarks measure rule generation alone.
+type discardIPTables struct {
+	lastRestore int
+	chains      []byte // what SaveInto(nat) reports
+}
+
+func (d *discardIPTables) EnsureChain(utiliptables.Table, utiliptables.Chain) (bool, error) {
+	return true, nil
+}
+func (d *discardIPTables) FlushChain(utiliptables.Table, utiliptables.Chain) error  { return nil }
+func (d *discardIPTables) DeleteChain(utiliptables.Table, utiliptables.Chain) error { return nil }
+func (d *discardIPTables) ChainExists(utiliptables.Table, utiliptables.Chain) (bool, error) {
+	return true, nil
+}
+func (d *discardIPTables) EnsureRule(utiliptables.RulePosition, utiliptables.Table, utiliptables.Chain, ...string) (bool, error) {
+	return true, nil
+}
+func (d *discardIPTables) DeleteRule(utiliptables.Table, utiliptables.Chain, ...string) error {
+	return nil
+}
+func (d *discardIPTables) IsIPv6() bool                    { return false }
+func (d *discardIPTables) Protocol() utiliptables.Protocol { return utiliptables.ProtocolIPv4 }
+func (d *discardIPTables) SaveInto(t utiliptables.Table, b *bytes.Buffer) error {
+	if t == utiliptables.TableNAT {
+		b.Write(d.chains)
+	}
+	return nil
+}
+func (d *discardIPTables) Restore(_ utiliptables.Table, data []byte, _ utiliptables.FlushFlag, _ utiliptables.RestoreCountersFlag) error {
+	d.lastRestore = len(data)
+	return nil
+}
+func (d *discardIPTables) RestoreAll(data []byte, _ utiliptables.FlushFlag, _ utiliptables.RestoreCountersFlag) error {
+	d.lastRestore = len(data)
+	return nil
+}
+func (d *discardIPTables) Monitor(utiliptables.Chain, []utiliptables.Table, func(), time.Duration, <-chan struct{}) {
+}
+func (d *discardIPTables) Present() error { return nil }
+
+// benchProxier loads n services with eps endpoints each into a proxier over
+// ipt and runs the first (full) sync.
+func benchProxier(b *testing.B, ipt utiliptables.Interface, n, eps int) (*Proxier, []*discovery.EndpointSlice) {
+	b.Helper()
+	f := families[0]
+	ctx := klog.NewContext(b.Context(), klog.Background().V(10)) // quiet: V(10) is never enabled
+	cfg := newTestConfig(envConfig{})
+	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, ipt, sysctltest.NewFake(),
+		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false,
+		WithConntrack(conntrack.NewFake()), WithNFAcct(nil), WithServiceHealthServer(&recordingHealthServer{}),
+		WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.logger = klog.Background().V(10)
+	svcs, slcs := manyServicesNodePort(f, n, eps)
+	for _, s := range svcs {
+		p.OnServiceAdd(s)
+	}
+	for _, s := range slcs {
+		p.OnEndpointSliceAdd(s)
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	if p.needFullSync {
+		b.Fatal("initial sync failed")
+	}
+	return p, slcs
+}
+
+// manyServicesNodePort is manyServices with every tenth service a NodePort,
+// closer to a real cluster than pure ClusterIPs.
+func manyServicesNodePort(f fam, n, eps int) ([]*v1.Service, []*discovery.EndpointSlice) {
+	svcs, slcs := manyServices(f, n, eps)
+	for i, s := range svcs {
+		if i%10 == 0 {
+			s.Spec.Type = v1.ServiceTypeNodePort
+			s.Spec.Ports[0].NodePort = int32(30000 + i%2000)
+		}
+	}
+	return svcs, slcs
+}
+
+// toggleEndpoint replaces the first endpoint of slices[0] with one of two
+// alternating addresses: a one-endpoint change per call.
+func toggleEndpoint(p *Proxier, slcs []*discovery.EndpointSlice, i int) {
+	f := families[0]
+	updateSlice(p, slcs, 0, func(s *discovery.EndpointSlice) { s.Endpoints[0].Addresses = []string{f.podIndex(900000 + i%2)} })
+}
+
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"1k", 1000}, {"10k", 10000}}
+
+// BenchmarkSyncGenerate measures rule generation alone (no iptables-restore)
+// for full syncs and one-endpoint-change partial syncs, with 10 endpoints per
+// service. restore-bytes is the size of the iptables-restore input.
+func BenchmarkSyncGenerate(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(size.name+"/full", func(b *testing.B) {
+			ipt := &discardIPTables{}
+			p, _ := benchProxier(b, ipt, size.n, 10)
+			b.ReportAllocs()
+			for b.Loop() {
+				p.mu.Lock()
+				p.needFullSync = true
+				p.mu.Unlock()
+				if err := p.SyncNow(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(ipt.lastRestore), "restore-bytes")
+		})
+		b.Run(size.name+"/one-endpoint", func(b *testing.B) {
+			ipt := &discardIPTables{}
+			p, slcs := benchProxier(b, ipt, size.n, 10)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				toggleEndpoint(p, slcs, i)
+				i++
+				if err := p.SyncNow(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(ipt.lastRestore), "restore-bytes")
+		})
+	}
+}
+
+// measuringIPTables wraps a real Interface and accumulates time spent in
+// iptables-restore, so the proxier's own CPU can be separated from it.
+type measuringIPTables struct {
+	utiliptables.Interface
+	restoreTime time.Duration
+	lastRestore int
+}
+
+func (m *measuringIPTables) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	start := time.Now()
+	err := m.Interface.RestoreAll(data, flush, counters)
+	m.restoreTime += time.Since(start)
+	m.lastRestore = len(data)
+	return err
+}
+
+// BenchmarkSyncKernel runs the same syncs against real iptables in a private
+// network namespace (root only), for the nft and legacy backends. 10k
+// services take minutes; set KUBE_PROXY_BENCH_10K=1 to include them.
+func BenchmarkSyncKernel(b *testing.B) {
+	for _, variant := range []string{"nft", "legacy"} {
+		for _, size := range benchSizes {
+			if size.n > 1000 && os.Getenv("KUBE_PROXY_BENCH_10K") == "" {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/%s", variant, size.name), func(b *testing.B) {
+				kernelNetns(b, variant)
+				real := utiliptables.New(utiliptables.ProtocolIPv4)
+				if err := real.Present(); err != nil {
+					b.Skipf("%s iptables not usable: %v", variant, err)
+				}
+				ipt := &measuringIPTables{Interface: real}
+				start := time.Now()
+				p, slcs := benchProxier(b, ipt, size.n, 10)
+				b.Logf("%s %s: first full sync %v (iptables-restore %v, %d bytes)", variant, size.name, time.Since(start), ipt.restoreTime, ipt.lastRestore)
+
+				b.Run("full", func(b *testing.B) {
+					ipt.restoreTime = 0
+					for b.Loop() {
+						p.mu.Lock()
+						p.needFullSync = true
+						p.mu.Unlock()
+						if err := p.SyncNow(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(ipt.restoreTime.Milliseconds())/float64(b.N), "restore-ms/op")
+					b.ReportMetric(float64(ipt.lastRestore), "restore-bytes")
+				})
+				b.Run("one-endpoint", func(b *testing.B) {
+					ipt.restoreTime = 0
+					i := 0
+					for b.Loop() {
+						toggleEndpoint(p, slcs, i)
+						i++
+						if err := p.SyncNow(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(ipt.restoreTime.Microseconds())/1000/float64(b.N), "restore-ms/op")
+					b.ReportMetric(float64(ipt.lastRestore), "restore-bytes")
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package iptables
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+// representativeCluster has one of everything the proxier renders.
+func representativeCluster(f fam) scenario {
+	return scenario{
+		services: []*v1.Service{
+			// ClusterIP, two endpoints.
+			f.stdService(nil),
+			// NodePort + LB with source ranges, eTP Local, health check,
+			// external IP, ClientIP affinity.
+			makeService("ns2", "web", func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeLoadBalancer
+				s.Spec.ClusterIP = f.svc(2)
+				s.Spec.Ports = []v1.ServicePort{svcPort("https", 443, v1.ProtocolTCP, 30443)}
+				s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+				s.Spec.HealthCheckNodePort = 30000
+				s.Spec.ExternalIPs = []string{f.extIP}
+				s.Spec.LoadBalancerSourceRanges = []string{f.cidr(f.external), f.cidr(f.node)}
+				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
+				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: f.lb}}
+			}),
+			// No endpoints.
+			makeService("ns3", "empty", func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeNodePort
+				s.Spec.ClusterIP = f.svc(3)
+				s.Spec.Ports = []v1.ServicePort{svcPort("", 8080, v1.ProtocolUDP, 30080)}
+			}),
+			// iTP Local, no local endpoints.
+			makeService("ns4", "local-only", func(s *v1.Service) {
+				s.Spec.ClusterIP = f.svc(4)
+				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0)}
+				s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+			}),
+		},
+		slices: []*discovery.EndpointSlice{
+			f.stdSlice(),
+			makeSlice(f, "ns2", "web", "web-1", []discovery.EndpointPort{slicePort("https", 8443, v1.ProtocolTCP)},
+				ep{ip: f.pod(2), node: testNodeName}, ep{ip: f.rpod(2), node: "node2"}, ep{ip: f.rpod(3), node: "node3"}),
+			makeSlice(f, "ns4", "local-only", "local-only-1", []discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP)},
+				ep{ip: f.rpod(4), node: "node2"}),
+		},
+	}
+}
+
+// TestGolden keeps a readable copy of a full sync's restore input for a
+// representative cluster. The behaviour tests, not this file, decide what is
+// correct; this shows what changed. Regenerate with `go test -run TestGolden -update`.
+func TestGolden(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			env := setupScenario(t, f, representativeCluster(f))
+			got := env.restore[len(env.restore)-1]
+			path := filepath.Join("testdata", "full-sync-"+strings.ToLower(string(f.family))+".golden")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(want, []byte(got)) {
+				t.Errorf("%s differs from the current output (run with -update if the change is intended):\n%s", path, lineDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// lineDiff lists lines only in a ("-") or only in b ("+").
+func lineDiff(a, b string) string {
+	in := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l]++
+		}
+		return m
+	}
+	ma, mb := in(a), in(b)
+	var out strings.Builder
+	for _, l := range strings.Split(a, "\n") {
+		if mb[l] == 0 {
+			out.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if ma[l] == 0 {
+			out.WriteString("+ " + l + "\n")
+		}
+	}
+	return out.String()
+}

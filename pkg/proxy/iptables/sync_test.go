@@ -1,0 +1,471 @@
+package iptables
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/klog/v2/textlogger"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	utiliptables "k8s.io/net-utils/iptables"
+	sysctltest "k8s.io/net-utils/sysctl/testing"
+)
+
+func TestMain(m *testing.M) {
+	metrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPTables)
+	os.Exit(m.Run())
+}
+
+func restoreFailures(t testing.TB, family v1.IPFamily) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(metrics.IPTablesRestoreFailuresTotal.WithLabelValues(string(family)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func partialFailures(t testing.TB, family v1.IPFamily) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(metrics.IPTablesPartialRestoreFailuresTotal.WithLabelValues(string(family)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// chainsIn lists the chain declarations of a restore input.
+func chainsIn(restore string) []string {
+	var out []string
+	for _, l := range strings.Split(restore, "\n") {
+		if strings.HasPrefix(l, ":") {
+			out = append(out, strings.Fields(l[1:])[0])
+		}
+	}
+	return out
+}
+
+// serviceChainsIn lists the declared per-service chains.
+func serviceChainsIn(restore string) []string {
+	var out []string
+	for _, c := range chainsIn(restore) {
+		if isServiceChainName(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// manyServices makes n ClusterIP services with eps endpoints each.
+func manyServices(f fam, n, eps int) ([]*v1.Service, []*discovery.EndpointSlice) {
+	var svcs []*v1.Service
+	var slcs []*discovery.EndpointSlice
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("svc%d", i)
+		svcs = append(svcs, makeService("ns", name, func(s *v1.Service) {
+			s.Spec.ClusterIP = f.svcIndex(i)
+			s.Spec.Ports = []v1.ServicePort{svcPort("p80", 80, v1.ProtocolTCP, 0)}
+		}))
+		var e []ep
+		for j := 0; j < eps; j++ {
+			e = append(e, ep{ip: f.podIndex(i*eps + j), node: fmt.Sprintf("node%d", j%7)})
+		}
+		slcs = append(slcs, makeSlice(f, "ns", name, name+"-1", []discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)}, e...))
+	}
+	return svcs, slcs
+}
+
+// svcIndex and podIndex give distinct addresses for large generated clusters.
+func (f fam) svcIndex(i int) string {
+	if f.family == v1.IPv6Protocol {
+		return fmt.Sprintf("fd00:172:31::%x", i+1)
+	}
+	return fmt.Sprintf("172.31.%d.%d", (i+1)/250, (i+1)%250+1)
+}
+
+func (f fam) podIndex(i int) string {
+	if f.family == v1.IPv6Protocol {
+		return fmt.Sprintf("fd00:10::3:%x", i+1)
+	}
+	return fmt.Sprintf("10.%d.%d.%d", 100+(i+1)/62500, ((i+1)/250)%250, (i+1)%250+1)
+}
+
+func TestPartialSync(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			svcs, slcs := manyServices(f, 5, 3)
+			env := newTestEnv(t, f, envConfig{})
+			for _, s := range svcs {
+				env.p.OnServiceAdd(s)
+			}
+			for _, s := range slcs {
+				env.p.OnEndpointSliceAdd(s)
+			}
+			env.start(t)
+			full := env.restore[len(env.restore)-1]
+			if n := len(serviceChainsIn(full)); n != 5*(1+3) {
+				t.Fatalf("full sync declared %d service chains, want %d:\n%s", n, 5*4, full)
+			}
+
+			// Nothing changed: no service chain is rewritten.
+			env.sync(t)
+			if got := serviceChainsIn(env.restore[len(env.restore)-1]); len(got) != 0 {
+				t.Errorf("idle partial sync rewrote chains %v", got)
+			}
+
+			// One endpoint replaced in svc2: only svc2's chains, plus the
+			// old endpoint's chain for deletion.
+			updateSlice(env.p, slcs, 2, func(s *discovery.EndpointSlice) { s.Endpoints[0].Addresses = []string{f.podIndex(999)} })
+			env.sync(t)
+			partial := env.restore[len(env.restore)-1]
+			got := serviceChainsIn(partial)
+			svc2 := newServiceInfoForTest(f, svcs[2])
+			oldSEP := string(endpointChainName("ns/svc2:p80", "tcp", f.hp(f.podIndex(6), 8080)))
+			newSEP := string(endpointChainName("ns/svc2:p80", "tcp", f.hp(f.podIndex(999), 8080)))
+			for _, want := range []string{string(svc2.clusterPolicyChain), oldSEP, newSEP} {
+				if !slices.Contains(got, want) {
+					t.Errorf("partial sync did not declare %s; declared %v", want, got)
+				}
+			}
+			if len(got) != 1+3+1 {
+				t.Errorf("partial sync declared %d service chains, want 5: %v", len(got), got)
+			}
+			if !strings.Contains(partial, "-X "+oldSEP+"\n") {
+				t.Errorf("stale endpoint chain %s not deleted:\n%s", oldSEP, partial)
+			}
+			// The top-level chains are complete: every service is still
+			// reachable, the new endpoint is used, the old one is gone.
+			tr := env.tracer(t)
+			for i := range svcs {
+				outs, err := tr.trace(f.fromPod(f.pod(9), f.svcIndex(i), 80))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(outs) != 3 {
+					t.Errorf("svc%d after partial sync: %v", i, summary(outs))
+				}
+				for _, o := range outs {
+					if i == 2 && o.dnat == f.hp(f.podIndex(6), 8080) {
+						t.Errorf("svc2 still reaches removed endpoint")
+					}
+				}
+			}
+			if strings.Contains(env.dump(t), oldSEP) {
+				t.Errorf("stale chain %s still in the table", oldSEP)
+			}
+
+			// Deleting a service deletes all its chains, without iptables-save.
+			env.p.OnServiceDelete(svcs[4])
+			env.p.OnEndpointSliceDelete(slcs[4])
+			env.sync(t)
+			del := env.restore[len(env.restore)-1]
+			if n := strings.Count(del, "\n-X KUBE-"); n != 4 {
+				t.Errorf("service deletion removed %d chains, want 4:\n%s", n, del)
+			}
+			outs, err := env.tracer(t).trace(f.fromPod(f.pod(9), f.svcIndex(4), 80))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := summary(outs), []string{acc("", false, "100%")}; !slices.Equal(got, want) {
+				t.Errorf("deleted service still handled: %q", got)
+			}
+		})
+	}
+}
+
+// updateSlice replaces slcs[i] by a modified copy and tells p. Objects
+// handed to the proxier are never modified in place, as with informers.
+func updateSlice(p *Proxier, slcs []*discovery.EndpointSlice, i int, modify func(*discovery.EndpointSlice)) {
+	upd := slcs[i].DeepCopy()
+	modify(upd)
+	p.OnEndpointSliceUpdate(slcs[i], upd)
+	slcs[i] = upd
+}
+
+// newServiceInfoForTest computes the chain names of a service's first port.
+func newServiceInfoForTest(f fam, svc *v1.Service) *servicePortInfo {
+	return &servicePortInfo{
+		clusterPolicyChain: svcChainFor(svc.Namespace+"/"+svc.Name+":"+svc.Spec.Ports[0].Name, strings.ToLower(string(svc.Spec.Ports[0].Protocol))),
+	}
+}
+
+func svcChainFor(name, proto string) utiliptables.Chain {
+	return utiliptables.Chain(svcChainPrefix + serviceChainHash(name, proto))
+}
+
+func TestRestoreFailureFallsBackToFullSync(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			svcs, slcs := manyServices(f, 3, 2)
+			env := newTestEnv(t, f, envConfig{})
+			for _, s := range svcs {
+				env.p.OnServiceAdd(s)
+			}
+			for _, s := range slcs {
+				env.p.OnEndpointSliceAdd(s)
+			}
+			env.start(t)
+			before := env.dump(t)
+
+			failures, partials := restoreFailures(t, f.family), partialFailures(t, f.family)
+			env.ipt.SetRestoreError(errors.New("injected failure"))
+			updateSlice(env.p, slcs, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:1] })
+			if err := env.p.SyncNow(); err == nil {
+				t.Fatal("sync succeeded although restore failed")
+			}
+			if got := restoreFailures(t, f.family); got != failures+1 {
+				t.Errorf("restore failures metric = %v, want %v", got, failures+1)
+			}
+			if got := partialFailures(t, f.family); got != partials+1 {
+				t.Errorf("partial restore failures metric = %v, want %v", got, partials+1)
+			}
+			if after := env.dump(t); after != before {
+				t.Errorf("failed restore changed the rules")
+			}
+			if !env.p.needFullSync {
+				t.Errorf("a failed sync must schedule a full sync")
+			}
+
+			env.ipt.SetRestoreError(nil)
+			env.sync(t)
+			repair := env.restore[len(env.restore)-1]
+			// A full sync: all 3 SVC and 5 SEP chains, plus the removed
+			// endpoint's chain declared for deletion.
+			if n, x := len(serviceChainsIn(repair)), strings.Count(repair, "\n-X "); n != 9 || x != 1 {
+				t.Errorf("repair sync declared %d service chains and deleted %d, want 9 and 1:\n%s", n, x, repair)
+			}
+			outs, err := env.tracer(t).trace(f.fromPod(f.pod(9), f.svcIndex(0), 80))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(outs) != 1 {
+				t.Errorf("svc0 after repair: %v, want its single remaining endpoint", summary(outs))
+			}
+		})
+	}
+}
+
+// The canary Monitor's callback forces a full sync that re-creates the
+// jumps from builtin chains (which only full syncs ensure).
+func TestCanaryForcesFullSync(t *testing.T) {
+	f := families[0]
+	env := setupScenario(t, f, scenario{services: []*v1.Service{f.stdService(nil)}, slices: []*discovery.EndpointSlice{f.stdSlice()}})
+	env.sync(t) // partial, idle
+	// Simulate a firewall reload that wiped everything.
+	var empty = "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+	if err := env.ipt.RestoreAll([]byte(empty), true, false); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := env.tracer(t).trace(f.fromPod(f.pod(9), f.svc(1), 80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 1 || outs[0].dnat != "" {
+		t.Fatalf("after wipe, expected no service handling: %v", summary(outs))
+	}
+	env.p.forceSyncProxyRules()
+	outs, err = env.tracer(t).trace(f.fromPod(f.pod(9), f.svc(1), 80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 2 {
+		t.Errorf("after canary resync: %v", summary(outs))
+	}
+}
+
+func TestLargeClusterMode(t *testing.T) {
+	f := families[0]
+	svcs, slcs := manyServices(f, 101, 10) // 1010 endpoints
+	env := newTestEnv(t, f, envConfig{})
+	for _, s := range svcs {
+		env.p.OnServiceAdd(s)
+	}
+	for _, s := range slcs {
+		env.p.OnEndpointSliceAdd(s)
+	}
+	env.start(t)
+	if !env.p.largeClusterMode {
+		t.Fatal("1010 endpoints should select large cluster mode")
+	}
+	data := env.restore[len(env.restore)-1]
+	sepComment := regexp.MustCompile(`(?m)^-A KUBE-SEP-\S+ -m comment`)
+	if sepComment.MatchString(data) {
+		t.Errorf("large cluster mode still writes endpoint comments")
+	}
+	// Shrinking below the threshold brings comments back on every chain.
+	env.p.OnServiceDelete(svcs[0])
+	env.p.OnEndpointSliceDelete(slcs[0])
+	env.p.OnServiceDelete(svcs[1])
+	env.p.OnEndpointSliceDelete(slcs[1])
+	env.sync(t)
+	if env.p.largeClusterMode {
+		t.Fatal("990 endpoints should leave large cluster mode")
+	}
+	data = env.restore[len(env.restore)-1]
+	if n := len(sepComment.FindAllString(data, -1)); n != 99*10*2 {
+		t.Errorf("after leaving large cluster mode %d commented SEP rules, want %d", n, 99*10*2)
+	}
+	outs, err := env.tracer(t).trace(f.fromPod(f.pod(9), f.svcIndex(50), 80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 10 {
+		t.Errorf("svc50: %d outcomes, want 10", len(outs))
+	}
+}
+
+func TestHealthCheckServerSync(t *testing.T) {
+	f := families[0]
+	svc := f.stdService(nodePortLB(f, v1.ServiceExternalTrafficPolicyLocal, 30000))
+	env := setupScenario(t, f, scenario{services: []*v1.Service{svc}, slices: []*discovery.EndpointSlice{f.stdSlice()}})
+	if got := env.hc.services["ns1/svc1"]; got != 30000 {
+		t.Errorf("health check port for ns1/svc1 = %d, want 30000 (%v)", got, env.hc.services)
+	}
+	if got := env.hc.endpoints["ns1/svc1"]; got != 1 {
+		t.Errorf("local endpoints for ns1/svc1 = %d, want 1 (%v)", got, env.hc.endpoints)
+	}
+}
+
+func TestRuleCountMetrics(t *testing.T) {
+	f := families[0]
+	env := setupScenario(t, f, scenario{services: []*v1.Service{f.stdService(nil)}, slices: []*discovery.EndpointSlice{f.stdSlice()}})
+	natTotal, _ := testutil.GetGaugeMetricValue(metrics.IPTablesRulesTotal.WithLabelValues("nat", string(f.family)))
+	natLast, _ := testutil.GetGaugeMetricValue(metrics.IPTablesRulesLastSync.WithLabelValues("nat", string(f.family)))
+	data := env.restore[len(env.restore)-1]
+	natPart := data[strings.Index(data, "*nat"):]
+	want := float64(strings.Count(natPart, "\n-A "))
+	if natTotal != want || natLast != want {
+		t.Errorf("nat rules total=%v last=%v, want %v", natTotal, natLast, want)
+	}
+	env.sync(t) // idle partial: total unchanged, last sync smaller
+	natTotal2, _ := testutil.GetGaugeMetricValue(metrics.IPTablesRulesTotal.WithLabelValues("nat", string(f.family)))
+	natLast2, _ := testutil.GetGaugeMetricValue(metrics.IPTablesRulesLastSync.WithLabelValues("nat", string(f.family)))
+	if natTotal2 != want {
+		t.Errorf("after partial sync nat total=%v, want %v", natTotal2, want)
+	}
+	if natLast2 >= want {
+		t.Errorf("after idle partial sync nat last=%v, want < %v", natLast2, want)
+	}
+}
+
+// Bad input is skipped with a log naming it; the rest is programmed.
+func TestBadInputSkipped(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			good := f.stdService(nil)
+			badIP := makeService("ns1", "badip", func(s *v1.Service) {
+				s.Spec.ClusterIP = "not-an-ip"
+				s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+			})
+			portZero := makeService("ns1", "port0", func(s *v1.Service) {
+				s.Spec.ClusterIP = f.svc(3)
+				s.Spec.Ports = []v1.ServicePort{svcPort("p", 0, v1.ProtocolTCP, 0)}
+			})
+			badName := makeService("ns1", `evil" -j ACCEPT`, func(s *v1.Service) {
+				s.Spec.ClusterIP = f.svc(4)
+				s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+			})
+			garbage := f.stdSlice(ep{ip: "garbage", node: testNodeName}, ep{ip: f.rpod(1), node: "node2"}, ep{ip: "10.0.0.0.0", node: "node2"})
+			env := newTestEnv(t, f, envConfig{})
+			// The brain may reject some of this before the proxier sees it;
+			// either way a log line must name it.
+			var logs syncBuffer
+			logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs)))
+			klog.SetLogger(logger)
+			defer klog.ClearLogger()
+			env.p.logger = logger
+			for _, s := range []*v1.Service{good, badIP, portZero, badName} {
+				env.p.OnServiceAdd(s)
+			}
+			env.p.OnEndpointSliceAdd(garbage)
+			env.start(t)
+			outs, err := env.tracer(t).trace(f.fromPod(f.pod(9), f.svc(1), 80))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := summary(outs), []string{acc(f.hp(f.rpod(1), 8080), false, "100%")}; !slices.Equal(got, want) {
+				t.Errorf("good service: got %q, want %q", got, want)
+			}
+			data := env.restore[len(env.restore)-1]
+			if strings.Contains(data, "evil") || strings.Contains(data, "garbage") || strings.Contains(data, "not-an-ip") {
+				t.Errorf("bad input reached the ruleset:\n%s", data)
+			}
+			named := []string{"port0", "evil", "garbage"}
+			if f.family == v1.IPv4Protocol {
+				// An unparseable cluster IP is of no family; the IPv4
+				// side reports it (as upstream's trackers do).
+				named = append(named, "badip", "10.0.0.0.0")
+			}
+			for _, name := range named {
+				if !strings.Contains(logs.String(), name) {
+					t.Errorf("no log names %q; logs:\n%s", name, logs.String())
+				}
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Dry run prints a complete restore input and touches nothing.
+func TestDryRun(t *testing.T) {
+	f := families[0]
+	var out bytes.Buffer
+	sc := sysctltest.NewFake()
+	_, ctx := ktesting.NewTestContext(t)
+	p, err := NewProxierWithOptions(ctx, newTestConfig(envConfig{}), f.family, nil, sc,
+		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false, WithDryRun(&out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceAdd(f.stdService(nil))
+	p.OnEndpointSliceAdd(f.stdSlice())
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	text := out.String()
+	for _, want := range []string{"*filter\n", "*nat\n", "COMMIT\n", "# ensure: -t nat -I PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES", "-A KUBE-SERVICES"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("dry-run output lacks %q:\n%s", want, text)
+		}
+	}
+	rs, err := parseRuleset(text)
+	if err != nil {
+		t.Fatalf("dry-run output does not parse: %v", err)
+	}
+	if len(rs["nat"]["KUBE-SERVICES"]) == 0 {
+		t.Errorf("dry-run KUBE-SERVICES empty")
+	}
+	if w := sc.Writes; len(w) != 0 {
+		t.Errorf("dry run wrote sysctls: %v", w)
+	}
+}
