@@ -235,4 +235,3 @@ func TestKernel(t *testing.T) {
 		}
 	}
 }
-
