@@ -49,10 +49,11 @@ var commandAliases = map[string]string{
 	"--delete-chain": "-X", "--new-chain": "-N", "--policy": "-P", "--zero": "-Z",
 }
 
-// parseOps turns iptables-restore input into ops. It checks syntax only: what the
-// commands do to chains is checked when they are applied.
-func parseOps(data string) ([]op, error) {
-	var ops []op
+// parseOps turns iptables-restore input into ops, handing each to emit as soon as it
+// is parsed (so that a large input is never held as a list of ops). It checks syntax
+// only: what the commands do to chains is emit's business. It stops at the first
+// error, from the input or from emit.
+func parseOps(data string, emit func(*op) error) error {
 	inTable := false
 	tables := 0
 	lineNo := 0
@@ -71,38 +72,40 @@ func parseOps(data string) ([]op, error) {
 		if !inTable {
 			tables++
 			if line[0] != '*' || len(line) == 1 || strings.ContainsAny(line, " \t") {
-				return nil, errorf(lineNo, "could not parse iptables data: table %d starts with %q, not a table name (\"*table\")", tables, line)
+				return errorf(lineNo, "could not parse iptables data: table %d starts with %q, not a table name (\"*table\")", tables, line)
 			}
-			ops = append(ops, op{kind: opTable, line: lineNo, table: iptables.Table(line[1:])})
+			if err := emit(&op{kind: opTable, line: lineNo, table: iptables.Table(line[1:])}); err != nil {
+				return err
+			}
 			inTable = true
 			continue
 		}
+		var o op
+		var err error
 		switch {
 		case line == "COMMIT":
-			ops = append(ops, op{kind: opCommit, line: lineNo})
+			o = op{kind: opCommit, line: lineNo}
 			inTable = false
 		case line[0] == '*':
-			return nil, errorf(lineNo, "table %q starts before the previous table's COMMIT line", line[1:])
+			return errorf(lineNo, "table %q starts before the previous table's COMMIT line", line[1:])
 		case line[0] == ':':
-			o, err := parseDeclaration(lineNo, line)
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, o)
+			o, err = parseDeclaration(lineNo, line)
 		case line[0] == '-':
-			o, err := parseCommand(lineNo, line)
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, o)
+			o, err = parseCommand(lineNo, line)
 		default:
-			return nil, errorf(lineNo, "cannot parse %q", line)
+			err = errorf(lineNo, "cannot parse %q", line)
+		}
+		if err == nil {
+			err = emit(&o)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if inTable {
-		return nil, errorf(lineNo, "could not parse iptables data: no COMMIT line? (table %d is not committed)", tables)
+		return errorf(lineNo, "could not parse iptables data: no COMMIT line? (table %d is not committed)", tables)
 	}
-	return ops, nil
+	return nil
 }
 
 // parseDeclaration parses ":CHAIN POLICY [packets:bytes]"; the counters are optional.
@@ -260,23 +263,19 @@ func newApplier(dump *IPTablesDump, mode applyMode, flush, counters bool) *appli
 	return &applier{dump: dump, mode: mode, flush: flush, counters: counters}
 }
 
-// apply runs ops. When only is not empty, ops for other tables are skipped, as
-// "iptables-restore -T only" does.
-func (a *applier) apply(ops []op, only iptables.Table) error {
+// apply parses data and applies it. When only is not empty, ops for other tables are
+// skipped, as "iptables-restore -T only" does.
+func (a *applier) apply(data string, only iptables.Table) error {
 	skipping := false
-	for i := range ops {
-		o := &ops[i]
+	return parseOps(data, func(o *op) error {
 		if o.kind == opTable {
 			skipping = only != "" && o.table != only
 		}
 		if skipping {
-			continue
+			return nil
 		}
-		if err := a.applyOne(o); err != nil {
-			return err
-		}
-	}
-	return nil
+		return a.applyOne(o)
+	})
 }
 
 func (a *applier) applyOne(o *op) error {

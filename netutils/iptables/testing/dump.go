@@ -59,13 +59,9 @@ func errorf(line int, format string, args ...any) error {
 // since it has no other state. Errors carry the 1-based line number (as an
 // iptables.ParseError).
 func ParseIPTablesDump(data string) (*IPTablesDump, error) {
-	ops, err := parseOps(data)
-	if err != nil {
-		return nil, err
-	}
 	dump := &IPTablesDump{}
 	a := newApplier(dump, modeDump, false, false)
-	if err := a.apply(ops, ""); err != nil {
+	if err := a.apply(data, ""); err != nil {
 		return nil, err
 	}
 	return dump, nil

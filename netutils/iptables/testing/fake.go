@@ -304,17 +304,13 @@ func (f *FakeIPTables) restore(table iptables.Table, data []byte, flush iptables
 // applyRestore applies input to a copy of the tables and keeps the copy only if all
 // of it applied.
 func (f *FakeIPTables) applyRestore(table iptables.Table, input string, flush iptables.FlushFlag, counters iptables.RestoreCountersFlag) error {
-	ops, err := parseOps(input)
-	if err != nil {
-		return err
-	}
 	if table != "" {
 		if _, err := f.Dump.GetTable(table); err != nil {
 			return err
 		}
 	}
 	work := f.Dump.clone()
-	if err := newApplier(work, modeRestore, bool(flush), bool(counters)).apply(ops, table); err != nil {
+	if err := newApplier(work, modeRestore, bool(flush), bool(counters)).apply(input, table); err != nil {
 		return err
 	}
 	f.Dump.Tables = work.Tables

@@ -601,3 +601,22 @@ func FuzzParseIPTablesDump(f *testing.F) {
 		}
 	})
 }
+
+func FuzzSplitWords(f *testing.F) {
+	f.Add(`-A X -m comment --comment "a \"b\" c" -j ACCEPT`)
+	f.Add(`a"b c"d "" "\\" x`)
+	f.Add(`"unterminated`)
+	f.Fuzz(func(t *testing.T, line string) {
+		words, err := splitWords(line)
+		if err != nil {
+			return
+		}
+		again, err := splitWords(joinWords(words))
+		if err != nil {
+			t.Fatalf("joinWords(%q) = %q does not split: %v", words, joinWords(words), err)
+		}
+		if !reflect.DeepEqual(words, again) && !(len(words) == 0 && len(again) == 0) {
+			t.Fatalf("split(join(%q)) = %q", words, again)
+		}
+	})
+}

@@ -280,42 +280,64 @@ func splitWords(s string) ([]string, error) {
 	if !strings.ContainsRune(s, '"') {
 		return strings.Fields(s), nil
 	}
-	var (
-		words   []string
-		cur     strings.Builder
-		inWord  bool
-		inQuote bool
-		escaped bool
-	)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	var words []string
+	for i := 0; i < len(s); {
+		if isBlank(s[i]) {
+			i++
+			continue
+		}
+		start := i
+		inQuote, escaped, hasEscape := false, false, false
+		for ; i < len(s); i++ {
+			c := s[i]
+			switch {
+			case escaped:
+				escaped = false
+			case inQuote && c == '\\':
+				escaped, hasEscape = true, true
+			case c == '"':
+				inQuote = !inQuote
+			case !inQuote && isBlank(c):
+				goto end
+			}
+		}
+	end:
+		if inQuote {
+			return nil, errUnterminatedQuote
+		}
+		word := s[start:i]
+		switch quotes := strings.Count(word, `"`); {
+		case quotes == 0:
+			words = append(words, word)
+		case quotes == 2 && !hasEscape && word[0] == '"' && word[len(word)-1] == '"':
+			// The common case, a whole quoted word: no copy needed.
+			words = append(words, word[1:len(word)-1])
+		default:
+			words = append(words, unquote(word))
+		}
+	}
+	return words, nil
+}
+
+// unquote removes quotes and escapes from one word already known to be well formed.
+func unquote(word string) string {
+	var b strings.Builder
+	inQuote, escaped := false, false
+	for i := 0; i < len(word); i++ {
+		c := word[i]
 		switch {
 		case escaped:
-			cur.WriteByte(c)
+			b.WriteByte(c)
 			escaped = false
 		case inQuote && c == '\\':
 			escaped = true
 		case c == '"':
 			inQuote = !inQuote
-			inWord = true
-		case !inQuote && isBlank(c):
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
 		default:
-			cur.WriteByte(c)
-			inWord = true
+			b.WriteByte(c)
 		}
 	}
-	if inQuote {
-		return nil, errUnterminatedQuote
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
+	return b.String()
 }
 
 func isBlank(c byte) bool {
