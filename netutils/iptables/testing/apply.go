@@ -65,7 +65,7 @@ func parseOps(data string, emit func(*op) error) error {
 		} else {
 			data = ""
 		}
-		line = strings.TrimSpace(line)
+		line = strings.TrimFunc(line, isBlankRune)
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -110,7 +110,7 @@ func parseOps(data string, emit func(*op) error) error {
 
 // parseDeclaration parses ":CHAIN POLICY [packets:bytes]"; the counters are optional.
 func parseDeclaration(lineNo int, line string) (op, error) {
-	fields := strings.Fields(line[1:])
+	fields := strings.FieldsFunc(line[1:], isBlankRune)
 	if len(fields) < 2 || len(fields) > 3 || fields[0] == "" {
 		return op{}, errorf(lineNo, "bad chain declaration %q (want \":CHAIN POLICY [packets:bytes]\")", line)
 	}

@@ -195,7 +195,7 @@ var ruleParams = func() map[string]param {
 // parameter without its value, a "!" before a parameter that cannot be negated, and an
 // unterminated quote are errors.
 func ParseRule(rule string, strict bool) (*Rule, error) {
-	rule = strings.TrimSpace(rule)
+	rule = strings.TrimFunc(rule, isBlankRune)
 	words, err := splitWords(rule)
 	if err != nil {
 		return nil, fmt.Errorf("bad iptables rule %q: %w", rule, err)
@@ -278,7 +278,8 @@ var errUnterminatedQuote = errors.New("unterminated quote")
 // may appear mid-word and are removed.
 func splitWords(s string) ([]string, error) {
 	if !strings.ContainsRune(s, '"') {
-		return strings.Fields(s), nil
+		// Not strings.Fields: iptables splits on ASCII blanks only.
+		return strings.FieldsFunc(s, isBlankRune), nil
 	}
 	var words []string
 	for i := 0; i < len(s); {
@@ -339,6 +340,8 @@ func unquote(word string) string {
 	}
 	return b.String()
 }
+
+func isBlankRune(r rune) bool { return r < 0x80 && isBlank(byte(r)) }
 
 func isBlank(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
