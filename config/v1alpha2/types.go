@@ -59,8 +59,9 @@ type KubeProxyConfiguration struct {
 	// Must be > 0. Default 30s.
 	SyncPeriod metav1.Duration `json:"syncPeriod"`
 	// minSyncPeriod rate-limits resyncs caused by Service and EndpointSlice
-	// changes; 0 resyncs on every change. Default 1s.
-	MinSyncPeriod metav1.Duration `json:"minSyncPeriod"`
+	// changes; 0s resyncs on every change. Default 1s. A pointer, unlike in
+	// v1alpha1, so that an explicit 0s is not mistaken for "unset".
+	MinSyncPeriod *metav1.Duration `json:"minSyncPeriod"`
 	// configSyncPeriod is the resync period of the API server informers. Must be
 	// > 0. Default 15m.
 	ConfigSyncPeriod metav1.Duration `json:"configSyncPeriod"`

@@ -76,7 +76,11 @@ func (in *KubeProxyConfiguration) DeepCopyInto(out *KubeProxyConfiguration) {
 		**out = **in
 	}
 	out.SyncPeriod = in.SyncPeriod
-	out.MinSyncPeriod = in.MinSyncPeriod
+	if in.MinSyncPeriod != nil {
+		in, out := &in.MinSyncPeriod, &out.MinSyncPeriod
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	out.ConfigSyncPeriod = in.ConfigSyncPeriod
 	in.IPTables.DeepCopyInto(&out.IPTables)
 	in.IPVS.DeepCopyInto(&out.IPVS)

@@ -69,6 +69,21 @@ func TestLoad(t *testing.T) {
 			}
 		}},
 
+		{name: "v1alpha2 explicit zero minSyncPeriod is kept", in: v2 + "minSyncPeriod: 0s\n", check: func(t *testing.T, c *config.KubeProxyConfiguration) {
+			if c.MinSyncPeriod.Duration != 0 {
+				t.Errorf("MinSyncPeriod = %v, want 0", c.MinSyncPeriod)
+			}
+		}},
+		{name: "v1alpha2 absent minSyncPeriod is 1s", in: v2, check: func(t *testing.T, c *config.KubeProxyConfiguration) {
+			if c.MinSyncPeriod.Duration != time.Second {
+				t.Errorf("MinSyncPeriod = %v, want 1s", c.MinSyncPeriod)
+			}
+		}},
+		{name: "v1alpha1 ipvs minSyncPeriod defaults to 0", in: v1 + "mode: ipvs\n", check: func(t *testing.T, c *config.KubeProxyConfiguration) {
+			if c.MinSyncPeriod.Duration != 0 || c.SyncPeriod.Duration != 30*time.Second {
+				t.Errorf("sync %v min %v, want 30s and 0s", c.SyncPeriod, c.MinSyncPeriod)
+			}
+		}},
 		{name: "unknown top-level field", in: v1 + "mode: iptables\nbogus: true\n",
 			wantErr: []string{`line 4, column 1: unknown field "bogus"`}},
 		{name: "unknown nested field", in: v2 + "linux:\n  conntrack:\n    maxPerCore: 1\n    maxPercore: 2\n",

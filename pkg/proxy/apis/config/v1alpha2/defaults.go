@@ -37,7 +37,8 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 // configuration. The defaults are v1alpha1's except: configHardFail and
 // bindAddressHardFail are true, iptables.localhostNodePorts is false (it needs
 // route_localnet), ipFamilyPolicy is PreferDualStack, and the single syncPeriod
-// and minSyncPeriod default to 30s and 1s for every backend.
+// and minSyncPeriod default to 30s and 1s for every backend (minSyncPeriod only
+// when absent: an explicit 0s is kept).
 func SetDefaults_KubeProxyConfiguration(obj *configv1alpha2.KubeProxyConfiguration) {
 	if obj.ConfigHardFail == nil {
 		obj.ConfigHardFail = ptr.To(true)
@@ -58,7 +59,9 @@ func SetDefaults_KubeProxyConfiguration(obj *configv1alpha2.KubeProxyConfigurati
 	obj.MetricsBindAddress = addr.ServerAddress(obj.MetricsBindAddress, metricsHost, config.ProxyStatusPort)
 
 	defaultDuration(&obj.SyncPeriod, defaultSyncPeriod)
-	defaultDuration(&obj.MinSyncPeriod, defaultMinSyncPeriod)
+	if obj.MinSyncPeriod == nil {
+		obj.MinSyncPeriod = &metav1.Duration{Duration: defaultMinSyncPeriod}
+	}
 	defaultDuration(&obj.ConfigSyncPeriod, defaultConfigSyncPeriod)
 
 	if obj.IPTables.MasqueradeBit == nil {

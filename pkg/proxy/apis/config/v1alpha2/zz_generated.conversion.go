@@ -173,7 +173,9 @@ func autoConvert_v1alpha2_KubeProxyConfiguration_To_config_KubeProxyConfiguratio
 	out.ShowHiddenMetricsForVersion = in.ShowHiddenMetricsForVersion
 	out.Mode = config.ProxyMode(in.Mode)
 	out.SyncPeriod = in.SyncPeriod
-	out.MinSyncPeriod = in.MinSyncPeriod
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.MinSyncPeriod, &out.MinSyncPeriod, s); err != nil {
+		return err
+	}
 	out.ConfigSyncPeriod = in.ConfigSyncPeriod
 	if err := Convert_v1alpha2_KubeProxyIPTablesConfiguration_To_config_KubeProxyIPTablesConfiguration(&in.IPTables, &out.IPTables, s); err != nil {
 		return err
@@ -241,7 +243,9 @@ func autoConvert_config_KubeProxyConfiguration_To_v1alpha2_KubeProxyConfiguratio
 	}
 	out.NodePortAddresses = *(*[]string)(unsafe.Pointer(&in.NodePortAddresses))
 	out.SyncPeriod = in.SyncPeriod
-	out.MinSyncPeriod = in.MinSyncPeriod
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.MinSyncPeriod, &out.MinSyncPeriod, s); err != nil {
+		return err
+	}
 	out.ConfigSyncPeriod = in.ConfigSyncPeriod
 	if err := v1.Convert_bool_To_Pointer_bool(&in.ConfigHardFail, &out.ConfigHardFail, s); err != nil {
 		return err
