@@ -1,5 +1,3 @@
-//go:build nftwip
-
 package nftables
 
 import (

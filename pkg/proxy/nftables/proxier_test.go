@@ -1,0 +1,343 @@
+package nftables
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/knftables"
+
+	"k8s.io/kube-proxy/pkg/features"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
+)
+
+const testNodeName = "node1"
+
+func newTestProxier(t *testing.T, tf testFamily, mutate func(*kubeproxyconfig.KubeProxyConfiguration)) (*Proxier, *countingNFT) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
+	cfg.NFTables.MasqueradeBit = ptr.To[int32](14)
+	cfg.SyncPeriod.Duration = 30 * time.Second
+	cfg.MinSyncPeriod.Duration = time.Second
+	bits := "32"
+	if tf.family == v1.IPv6Protocol {
+		bits = "128"
+	}
+	cfg.NodePortAddresses = []string{tf.nodeIP + "/" + bits}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	fake := &countingNFT{Fake: knftables.NewFake(familyOf(tf.family), kubeProxyTable)}
+	nw := proxyutiltest.NewFakeNetwork()
+	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{&net.IPNet{IP: net.ParseIP(tf.nodeIP), Mask: net.CIDRMask(24, 8*len(net.ParseIP(tf.nodeIP)))}})
+	p, err := newProxier(ctx, fake, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
+		net.ParseIP(tf.nodeIP), proxyutil.NewNodePortAddresses(tf.family, cfg.NodePortAddresses), nw,
+		conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceCIDRsChanged([]string{"172.30.0.0/16", "fd00:172:30::/96"})
+	t.Cleanup(func() {
+		if p.localhostNodePortProxy != nil {
+			p.localhostNodePortProxy.Shutdown()
+		}
+	})
+	return p, fake
+}
+
+func makeService(ns, name string, mut func(*v1.Service)) *v1.Service {
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP},
+	}
+	mut(s)
+	return s
+}
+
+func makeSlice(ns, svc, name string, family v1.IPFamily, mut func(*discovery.EndpointSlice)) *discovery.EndpointSlice {
+	at := discovery.AddressTypeIPv4
+	if family == v1.IPv6Protocol {
+		at = discovery.AddressTypeIPv6
+	}
+	es := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
+		AddressType: at,
+	}
+	mut(es)
+	return es
+}
+
+func epAt(ip string, node string, ready, serving, terminating bool) discovery.Endpoint {
+	return discovery.Endpoint{
+		Addresses:  []string{ip},
+		NodeName:   ptr.To(node),
+		Conditions: discovery.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(serving), Terminating: ptr.To(terminating)},
+	}
+}
+
+func tcpPort(name string, port int32) []discovery.EndpointPort {
+	return []discovery.EndpointPort{{Name: ptr.To(name), Port: ptr.To(port), Protocol: ptr.To(v1.ProtocolTCP)}}
+}
+
+// startProxier feeds objects and performs the initial sync.
+func startProxier(p *Proxier, svcs []*v1.Service, slices []*discovery.EndpointSlice) {
+	for _, s := range svcs {
+		p.OnServiceAdd(s)
+	}
+	for _, es := range slices {
+		p.OnEndpointSliceAdd(es)
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+}
+
+func TestProxierBehaviour(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			ip := tf.ip
+			p, fake := newTestProxier(t, tf, nil)
+			family := []v1.IPFamily{tf.family}
+			svcs := []*v1.Service{
+				makeService("ns1", "web", func(s *v1.Service) {
+					s.Spec.Type = v1.ServiceTypeLoadBalancer
+					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, family
+					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 3001, TargetPort: intstr.FromInt32(8080)}}
+					s.Spec.ExternalIPs = []string{ip("192.168.99.11")}
+					s.Spec.LoadBalancerSourceRanges = []string{ip("203.0.113.0/25")}
+					s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip("1.2.3.4")}}
+				}),
+				// eTP=Local whose only local endpoint is terminating: the brain
+				// falls back to it.
+				makeService("ns2", "term", func(s *v1.Service) {
+					s.Spec.Type = v1.ServiceTypeNodePort
+					s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.42"), []string{ip("172.30.0.42")}, family
+					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 3002}}
+					s.Spec.HealthCheckNodePort = 30200
+				}),
+				makeService("ns3", "empty", func(s *v1.Service) {
+					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.43"), []string{ip("172.30.0.43")}, family
+					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
+				}),
+				makeService("ns4", "sticky", func(s *v1.Service) {
+					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.44"), []string{ip("172.30.0.44")}, family
+					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
+					s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+					s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](100)}}
+				}),
+			}
+			slices := []*discovery.EndpointSlice{
+				makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+					es.Ports = tcpPort("http", 8080)
+					es.Endpoints = []discovery.Endpoint{
+						epAt(ip("10.180.0.1"), testNodeName, true, true, false),
+						epAt(ip("10.180.1.1"), "node2", true, true, false),
+						epAt(ip("10.180.2.1"), "node2", false, false, false), // not ready: unused
+					}
+				}),
+				makeSlice("ns2", "term", "term-1", tf.family, func(es *discovery.EndpointSlice) {
+					es.Ports = tcpPort("http", 80)
+					es.Endpoints = []discovery.Endpoint{
+						epAt(ip("10.180.0.2"), testNodeName, false, true, true), // local, terminating, serving
+						epAt(ip("10.180.1.2"), "node2", true, true, false),
+					}
+				}),
+				makeSlice("ns4", "sticky", "sticky-1", tf.family, func(es *discovery.EndpointSlice) {
+					es.Ports = tcpPort("http", 80)
+					es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.0.4"), "node2", true, true, false), epAt(ip("10.180.1.4"), "node2", true, true, false)}
+				}),
+			}
+			startProxier(p, svcs, slices)
+			tr := newTracer(t, fake.Fake, tf.nodeIP)
+			runFlows(t, tr, tf, []flowCase{
+				{name: "clusterIP skips unready endpoint", src: "10.1.2.3", dst: "172.30.0.41", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.1:8080", "10.180.1.1:8080"}},
+				{name: "NodePort", src: "external", dst: "node", port: 3001, verdict: "ACCEPT", dnat: []string{"10.180.0.1:8080", "10.180.1.1:8080"}, masq: true},
+				{name: "externalIP", src: "external", dst: "192.168.99.11", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.1:8080", "10.180.1.1:8080"}, masq: true},
+				{name: "LB allowed source", src: "203.0.113.9", dst: "1.2.3.4", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.1:8080", "10.180.1.1:8080"}, masq: true},
+				{name: "LB denied source", src: "203.0.113.200", dst: "1.2.3.4", port: 80, verdict: "DROP"},
+				{name: "eTP=Local falls back to the terminating local endpoint", src: "external", dst: "node", port: 3002, verdict: "ACCEPT", dnat: []string{"10.180.0.2:80"}},
+				{name: "clusterIP of that service uses the ready remote endpoint", src: "10.1.2.3", dst: "172.30.0.42", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.1.2:80"}},
+				{name: "no endpoints rejects", src: "10.1.2.3", dst: "172.30.0.43", port: 80, verdict: "REJECT"},
+				{name: "affinity", src: "10.1.2.3", dst: "172.30.0.44", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.4:80", "10.180.1.4:80"}},
+				{name: "unallocated clusterIP dropped", src: "10.1.2.3", dst: "172.30.0.200", port: 80, verdict: "DROP"},
+			})
+			if !strings.Contains(fake.Dump(), "timeout 100s") {
+				t.Errorf("affinity set must carry the service's timeout")
+			}
+
+			// Endpoint change: partial sync, no listing, only the changed service.
+			lists := fake.lists.Load()
+			p.OnEndpointSliceUpdate(slices[0], makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+				es.Ports = tcpPort("http", 8080)
+				es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.1.1"), "node2", true, true, false)}
+			}))
+			if err := p.syncProxyRules(); err != nil {
+				t.Fatal(err)
+			}
+			if fake.lists.Load() != lists {
+				t.Errorf("partial sync listed the kernel")
+			}
+			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+				{name: "after endpoint change", src: "10.1.2.3", dst: "172.30.0.41", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.1.1:8080"}},
+			})
+
+			// No-op sync: no kernel call at all.
+			runs := fake.runs.Load()
+			if err := p.syncProxyRules(); err != nil {
+				t.Fatal(err)
+			}
+			if fake.runs.Load() != runs || fake.lists.Load() != lists {
+				t.Errorf("no-op sync reached the kernel")
+			}
+
+			// Service deleted: its elements go, its chains are flushed.
+			p.OnServiceDelete(svcs[3])
+			if err := p.syncProxyRules(); err != nil {
+				t.Fatal(err)
+			}
+			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+				{name: "deleted service's IP is now unallocated", src: "10.1.2.3", dst: "172.30.0.44", port: 80, verdict: "DROP"},
+			})
+
+			// A ServiceCIDR change is applied by a partial sync.
+			p.OnServiceCIDRsChanged([]string{"172.31.0.0/16", "fd00:172:31::/96"})
+			if err := p.syncProxyRules(); err != nil {
+				t.Fatal(err)
+			}
+			if fake.lists.Load() != lists {
+				t.Errorf("ServiceCIDR change needed a full sync")
+			}
+			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+				{name: "old range no longer dropped", src: "10.1.2.3", dst: "172.30.0.44", port: 80, verdict: "ACCEPT"},
+			})
+
+			// Everything equals what a fresh proxier programs from scratch.
+			p2, fake2 := newTestProxier(t, tf, nil)
+			p2.OnServiceCIDRsChanged([]string{"172.31.0.0/16", "fd00:172:31::/96"})
+			for _, s := range svcs[:3] {
+				p2.OnServiceAdd(s)
+			}
+			p2.OnEndpointSliceAdd(makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+				es.Ports = tcpPort("http", 8080)
+				es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.1.1"), "node2", true, true, false)}
+			}))
+			p2.OnEndpointSliceAdd(slices[1])
+			p2.OnEndpointSliceAdd(slices[2])
+			p2.OnServiceSynced()
+			p2.OnEndpointSlicesSynced()
+			if err := p.syncer.deleteStaleChains(context.Background(), time.Now().Add(time.Hour), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := sortedDump(fake.Fake), sortedDump(fake2.Fake); got != want {
+				t.Errorf("incremental proxier state differs from a fresh one:\n--- incremental\n%s\n--- fresh\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestProxierFailureForcesFullSync(t *testing.T) {
+	tf := families[0]
+	p, fake := newTestProxier(t, tf, nil)
+	svc := makeService("ns1", "web", func(s *v1.Service) {
+		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.41", []string{"172.30.0.41"}, []v1.IPFamily{v1.IPv4Protocol}
+		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
+	})
+	es := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+		es.Ports = tcpPort("http", 80)
+		es.Endpoints = []discovery.Endpoint{epAt("10.180.0.1", "node2", true, true, false)}
+	})
+	startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{es})
+
+	es2 := es.DeepCopy()
+	es2.Endpoints[0].Addresses = []string{"10.180.0.9"}
+	p.OnEndpointSliceUpdate(es, es2)
+	fake.failNext.Store(true)
+	if err := p.syncProxyRules(); err == nil {
+		t.Fatal("expected failure")
+	}
+	if !p.needFullSync {
+		t.Fatal("a failed sync must schedule a full sync")
+	}
+	lists := fake.lists.Load()
+	if err := p.syncProxyRules(); err != nil {
+		t.Fatal(err)
+	}
+	if fake.lists.Load() == lists {
+		t.Error("the repair sync did not re-read the kernel")
+	}
+	runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+		{name: "repaired", src: "10.1.2.3", dst: "172.30.0.41", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.9:80"}},
+	})
+}
+
+func TestLocalhostNodePorts(t *testing.T) {
+	if err := features.DefaultMutableFeatureGate.Set("KubeProxyNFTablesLocalhostNodePorts=true"); err != nil {
+		t.Skipf("cannot enable the gate: %v", err)
+	}
+	t.Cleanup(func() { _ = features.DefaultMutableFeatureGate.Set("KubeProxyNFTablesLocalhostNodePorts=false") })
+	tf := families[0]
+	p, fake := newTestProxier(t, tf, func(c *kubeproxyconfig.KubeProxyConfiguration) {
+		c.NodePortAddresses = []string{"192.168.0.2/32", "127.0.0.0/8"}
+	})
+	if p.localhostNodePortProxy == nil {
+		t.Fatal("explicit loopback nodePortAddresses must start the localhost proxy")
+	}
+	svc := makeService("ns1", "dns", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.53", []string{"172.30.0.53"}, []v1.IPFamily{v1.IPv4Protocol}
+		s.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, NodePort: 30053}}
+	})
+	startProxier(p, []*v1.Service{svc}, nil)
+	dump := fake.Dump()
+	for _, want := range []string{
+		"add counter ip kube-proxy localhost-nodeport-rejected-udp",
+		"add element ip kube-proxy localhost-nodeport-reject-ports { udp . 30053 : goto localhost-nodeport-reject-udp }",
+		`add rule ip kube-proxy localhost-nodeport-reject-udp counter name "localhost-nodeport-rejected-udp" reject`,
+	} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("missing %q in:\n%s", want, dump)
+		}
+	}
+	if strings.Contains(dump, "localhost-nodeport-rejected-tcp") {
+		t.Errorf("TCP is served by the userspace proxy and must not be rejected")
+	}
+	// Loopback traffic reaches filter-input, where the reject lives.
+	in := newTracer(t, fake.Fake, tf.nodeIP).trace(packet{src: "127.0.0.1", dst: "127.0.0.1", proto: "udp", dport: 30053})
+	if in.verdict != "REJECT" {
+		t.Errorf("localhost UDP NodePort must be rejected on input: %v", in)
+	}
+}
+
+func TestDryRunProxier(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var out bytes.Buffer
+	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
+	cfg.NodePortAddresses = []string{"192.168.0.2/32"}
+	p, err := NewDryRunProxier(ctx, cfg, v1.IPv4Protocol, proxyutil.NewNoOpLocalDetector(), testNodeName, net.ParseIP("192.168.0.2"), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := makeService("ns1", "web", func(s *v1.Service) {
+		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.41", []string{"172.30.0.41"}, []v1.IPFamily{v1.IPv4Protocol}
+		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
+	})
+	startProxier(p, []*v1.Service{svc}, nil)
+	s := out.String()
+	if !strings.Contains(s, "add table ip kube-proxy") || !strings.Contains(s, "add element ip kube-proxy no-endpoint-services { 172.30.0.41 . tcp . 80") {
+		t.Errorf("dry run output lacks the expected transaction:\n%s", s)
+	}
+}
