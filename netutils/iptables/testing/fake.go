@@ -24,6 +24,9 @@ const maxRestoreHistory = 32
 // iptables-restore's flush/--noflush semantics. Unlike iptables-restore, which commits
 // table by table, a failed Restore or RestoreAll changes nothing at all.
 //
+// Restore and RestoreAll replace Dump.Tables with a new slice, so look tables and chains
+// up again (GetTable, GetChain) after calling them rather than keeping pointers.
+//
 // Methods are safe for concurrent use. Monitor does nothing, as upstream's fake.
 type FakeIPTables struct {
 	mu       sync.Mutex
