@@ -13,7 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -118,10 +118,11 @@ type Proxier struct {
 	// cache holds each service port's rendered dispatch rules from the last
 	// sync, reused verbatim by partial syncs when the port is unchanged.
 	cache map[proxy.ServicePortName]*svcRender
-	// kernelChains is the set of KUBE-SVC/SVL/EXT/FW/SEP chains the last
-	// successful restore left in the nat table. Partial syncs derive stale
-	// chains from it instead of running iptables-save.
-	kernelChains sets.Set[utiliptables.Chain]
+	// localReady is the health check server's view of local ready
+	// endpoints, maintained incrementally.
+	localReady map[types.NamespacedName]int
+	// prevChains is scratch space for a port's chains before re-rendering.
+	prevChains []utiliptables.Chain
 
 	// Reused between syncs to avoid reallocating large buffers.
 	filterChains, filterRules ruleBuf
@@ -303,7 +304,6 @@ func NewProxierWithOptions(ctx context.Context,
 		endpointsMap:        make(proxy.EndpointsMap),
 		needFullSync:        true,
 		cache:               make(map[proxy.ServicePortName]*svcRender),
-		kernelChains:        sets.New[utiliptables.Chain](),
 		probabilities:       []string{"<bad value>"},
 		iptables:            ipt,
 		masqueradeAll:       config.Linux.MasqueradeAll,

@@ -5,11 +5,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -161,6 +163,11 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		doFullSync = true
 	}
 
+	// Chains that certainly exist but are no longer wanted: those of
+	// removed service ports, and (below) those a re-rendered port dropped.
+	// Chain names embed a hash of the service port, so no two ports share
+	// a chain and per-port bookkeeping is exact.
+	var stale []utiliptables.Chain
 	if p.orderDirty {
 		p.order = p.order[:0]
 		for name := range p.svcPortMap {
@@ -168,8 +175,9 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		}
 		slices.SortFunc(p.order, compareServicePortName)
 		p.orderDirty = false
-		for name := range p.cache {
+		for name, r := range p.cache {
 			if _, ok := p.svcPortMap[name]; !ok {
+				stale = append(stale, r.chains...)
 				delete(p.cache, name)
 			}
 		}
@@ -210,7 +218,6 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 	}
 
-	active := sets.New[utiliptables.Chain]()
 	noLocalInternal, noLocalExternal := 0, 0
 	skippedRules := 0
 	for _, name := range p.order {
@@ -230,13 +237,19 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 				r = &svcRender{}
 				p.cache[name] = r
 			}
+			prev := append(p.prevChains[:0], r.chains...)
 			p.renderService(r, name, info, true)
+			for _, c := range prev {
+				if !slices.Contains(r.chains, c) {
+					stale = append(stale, c)
+				}
+			}
+			p.prevChains = prev
 		} else {
 			skippedRules += r.ownRules
 		}
 		p.filterRules.appendBuf(&r.filter)
 		p.dispatch.appendBuf(&r.dispatch)
-		active.Insert(r.chains...)
 		if r.noLocalInternal {
 			noLocalInternal++
 		}
@@ -245,28 +258,27 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		}
 	}
 
-	// Stale chains: a full sync asks the kernel which of our chains exist
-	// (there may be leftovers from an earlier process); a partial sync knows
-	// what the last successful sync left behind.
-	var existing sets.Set[utiliptables.Chain]
+	// A full sync also asks the kernel which of our chains exist, to catch
+	// leftovers of an earlier process or of a failed sync. Partial syncs
+	// never need iptables-save.
 	if doFullSync && p.iptables != nil && p.dryRun == nil {
 		p.saveBuf.Reset()
 		if err := p.iptables.SaveInto(utiliptables.TableNAT, &p.saveBuf); err != nil {
 			p.logger.Error(err, "Failed to execute iptables-save: stale chains will not be deleted")
-			existing = p.kernelChains
 		} else {
-			existing = utiliptables.GetChainsFromTable(p.saveBuf.Bytes())
-		}
-	} else {
-		existing = p.kernelChains
-	}
-	var stale []utiliptables.Chain
-	for c := range existing {
-		if !active.Has(c) && isServiceChainName(string(c)) {
-			stale = append(stale, c)
+			active := sets.New[utiliptables.Chain]()
+			for _, r := range p.cache {
+				active.Insert(r.chains...)
+			}
+			for c := range utiliptables.GetChainsFromTable(p.saveBuf.Bytes()) {
+				if !active.Has(c) && isServiceChainName(string(c)) {
+					stale = append(stale, c)
+				}
+			}
 		}
 	}
 	slices.Sort(stale)
+	stale = slices.Compact(stale)
 	for _, c := range stale {
 		p.natChains.chainLine(c)
 	}
@@ -373,7 +385,6 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	}
 	success = true
 	p.needFullSync = false
-	p.kernelChains = active
 
 	for name, times := range endpointResult.LastChangeTriggerTimes {
 		for _, t := range times {
@@ -389,19 +400,62 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	}
 	metrics.SyncProxyRulesLastTimestamp.WithLabelValues(family).SetToCurrentTime()
 
-	// The endpoints list may include services without a health check port;
-	// the server ignores those.
-	if err := p.serviceHealthServer.SyncServices(p.svcPortMap.HealthCheckNodePorts()); err != nil {
-		p.logger.Error(err, "Error syncing healthcheck services")
+	// Both maps only change through the trackers, so unchanged results need
+	// not be recomputed (an O(cluster) walk) and re-sent. The endpoints list
+	// may include services without a health check port; the server ignores
+	// those.
+	if doFullSync || serviceResult.UpdatedServices.Len() > 0 {
+		if err := p.serviceHealthServer.SyncServices(p.svcPortMap.HealthCheckNodePorts()); err != nil {
+			p.logger.Error(err, "Error syncing healthcheck services")
+		}
 	}
-	if err := p.serviceHealthServer.SyncEndpoints(p.endpointsMap.LocalReadyEndpoints()); err != nil {
-		p.logger.Error(err, "Error syncing healthcheck endpoints")
+	if doFullSync || endpointResult.UpdatedServices.Len() > 0 {
+		p.updateLocalReady(doFullSync, endpointResult.UpdatedServices)
+		if err := p.serviceHealthServer.SyncEndpoints(maps.Clone(p.localReady)); err != nil {
+			p.logger.Error(err, "Error syncing healthcheck endpoints")
+		}
 	}
 
 	if endpointResult.ConntrackCleanupRequired && p.conntrack != nil {
 		conntrack.CleanStaleEntries(p.conntrack, p.ipFamily, p.svcPortMap, p.endpointsMap)
 	}
 	return nil
+}
+
+// updateLocalReady maintains what EndpointsMap.LocalReadyEndpoints would
+// return (per service, the number of distinct IPs of local ready endpoints),
+// recounting only the given services unless full is set: the full walk costs
+// as much as the rest of a one-endpoint sync in a large cluster.
+func (p *Proxier) updateLocalReady(full bool, changed sets.Set[types.NamespacedName]) {
+	if full || p.localReady == nil {
+		p.localReady = map[types.NamespacedName]int{}
+	} else {
+		for nsn := range changed {
+			delete(p.localReady, nsn)
+		}
+	}
+	ips := map[types.NamespacedName]sets.Set[string]{}
+	for name, eps := range p.endpointsMap {
+		if !full && !changed.Has(name.NamespacedName) {
+			continue
+		}
+		for _, ep := range eps {
+			// Terminating endpoints may serve, but a node with only those
+			// must fail its health check.
+			if !ep.IsReady() || !ep.IsLocal() {
+				continue
+			}
+			set := ips[name.NamespacedName]
+			if set == nil {
+				set = sets.New[string]()
+				ips[name.NamespacedName] = set
+			}
+			set.Insert(ep.IP())
+		}
+	}
+	for nsn, set := range ips {
+		p.localReady[nsn] = set.Len()
+	}
 }
 
 func compareServicePortName(a, b proxy.ServicePortName) int {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -338,6 +339,41 @@ func TestHealthCheckServerSync(t *testing.T) {
 	if got := env.hc.endpoints["ns1/svc1"]; got != 1 {
 		t.Errorf("local endpoints for ns1/svc1 = %d, want 1 (%v)", got, env.hc.endpoints)
 	}
+
+	// The incrementally kept counts must always equal the brain's
+	// from-scratch answer.
+	oracle := func(stage string) {
+		t.Helper()
+		want := map[string]int{}
+		for k, v := range env.p.endpointsMap.LocalReadyEndpoints() {
+			want[k.String()] = v
+		}
+		if !maps.Equal(env.hc.endpoints, want) {
+			t.Errorf("%s: health server endpoints %v, brain says %v", stage, env.hc.endpoints, want)
+		}
+	}
+	oracle("initial")
+	two := makeService("ns2", "two", func(s *v1.Service) {
+		s.Spec.ClusterIP = f.svc(7)
+		s.Spec.Ports = []v1.ServicePort{svcPort("a", 80, v1.ProtocolTCP, 0), svcPort("b", 81, v1.ProtocolTCP, 0)}
+	})
+	env.p.OnServiceAdd(two)
+	twoSlice := makeSlice(f, "ns2", "two", "two-1", []discovery.EndpointPort{slicePort("a", 80, v1.ProtocolTCP), slicePort("b", 81, v1.ProtocolTCP)},
+		ep{ip: f.pod(3), node: testNodeName}, ep{ip: f.pod(4), node: testNodeName}, ep{ip: f.pod(5), node: testNodeName, terminating: true})
+	env.p.OnEndpointSliceAdd(twoSlice)
+	env.sync(t)
+	oracle("second service, two ports")
+	if env.hc.endpoints["ns2/two"] != 2 {
+		t.Errorf("ns2/two: %d local ready endpoints, want 2 (IPs counted once across ports)", env.hc.endpoints["ns2/two"])
+	}
+	slcs := []*discovery.EndpointSlice{f.stdSlice()}
+	updateSlice(env.p, slcs, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[1:] })
+	env.sync(t)
+	oracle("local endpoint of svc1 removed")
+	env.p.OnEndpointSliceDelete(twoSlice)
+	env.p.OnServiceDelete(two)
+	env.sync(t)
+	oracle("second service deleted")
 }
 
 func TestRuleCountMetrics(t *testing.T) {
