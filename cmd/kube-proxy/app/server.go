@@ -1,0 +1,743 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
+	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/events"
+	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/component-base/configz"
+	"k8s.io/component-base/logs"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/prometheus/slis"
+	"k8s.io/component-base/version"
+	nodeutil "k8s.io/component-helpers/node/util"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	configv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+	"k8s.io/kube-proxy/pkg/features"
+	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/apis"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	v1alpha1conversion "k8s.io/kube-proxy/pkg/proxy/apis/config/v1alpha1"
+	"k8s.io/kube-proxy/pkg/proxy/config"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/manifest"
+	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+)
+
+const kubeProxy = "kube-proxy"
+
+// serverOptions are the inputs of newProxyServer that are not configuration fields.
+type serverOptions struct {
+	master          string
+	initOnly        bool
+	manifests       string
+	manifestsRescan time.Duration
+	dryRun          bool
+	flags           *pflag.FlagSet
+}
+
+// ProxyServer holds everything a running kube-proxy needs.
+type ProxyServer struct {
+	Config *kubeproxyconfig.KubeProxyConfiguration
+
+	Client          clientset.Interface
+	Broadcaster     events.EventBroadcaster
+	Recorder        events.EventRecorder
+	NodeRef         *v1.ObjectReference
+	HealthzServer   *healthcheck.ProxyHealthServer
+	NodeName        string
+	PrimaryIPFamily v1.IPFamily
+	NodeIPs         map[v1.IPFamily]net.IP
+
+	podCIDRs    []string // only used for LocalModeNodeCIDR
+	NodeManager *proxy.NodeManager
+
+	Proxier proxy.Provider
+
+	flags           *pflag.FlagSet
+	manifests       *manifest.Source
+	manifestsRescan time.Duration
+	// dryRun collects what the proxiers would program; nil when not a dry run.
+	dryRun    *dryRunOutput
+	dryRunOut interface{ Write([]byte) (int, error) }
+	apiHealth *apiHealth
+	// metricsErrCh reports a metrics-server bind failure with bindAddressHardFail.
+	metricsErrCh chan error
+}
+
+// newProxyServer builds a ProxyServer for config; with initOnly it only performs the
+// privileged initialisation.
+func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, opts serverOptions) (*ProxyServer, error) {
+	logger := klog.FromContext(ctx)
+	s := &ProxyServer{
+		Config:          cfg,
+		flags:           opts.flags,
+		manifestsRescan: opts.manifestsRescan,
+		dryRunOut:       os.Stdout,
+	}
+	if opts.dryRun {
+		s.dryRun = newDryRunOutput()
+	}
+
+	if err := setConfigz(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.ShowHiddenMetricsForVersion != "" {
+		metrics.SetShowHidden()
+	}
+
+	var err error
+	s.NodeName, err = nodeutil.GetHostname(cfg.HostnameOverride)
+	if err != nil {
+		return nil, fmt.Errorf("determining the node name (hostnameOverride %q): %w", cfg.HostnameOverride, err)
+	}
+
+	if opts.manifests != "" {
+		s.manifests = manifest.NewSource(opts.manifests)
+		res, err := s.manifests.Sync(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("--manifests: %w", err)
+		}
+		logger.Info("Running without an API server, from manifests", "path", opts.manifests,
+			"objects", res.Created, "rejected", len(res.Problems))
+		s.Client = s.manifests.Client()
+		if !manifestHasNode(s.manifests, s.NodeName) {
+			logger.Info("Warning: the manifests have no Node of this node's name; node IPs fall back to --bind-address or loopback. Use --hostname-override to pick one",
+				"nodeName", s.NodeName)
+		}
+	} else {
+		s.Client, err = createClient(ctx, cfg.ClientConnection, opts.master)
+		if err != nil {
+			return nil, err
+		}
+		s.apiHealth = &apiHealth{}
+	}
+
+	// The metrics server (and its /healthz, which reports API server trouble) comes
+	// up before anything waits on the API server, so a node that cannot reach it
+	// says so instead of refusing connections.
+	if !opts.initOnly && !opts.dryRun {
+		if cfg.BindAddressHardFail {
+			s.metricsErrCh = make(chan error, 1)
+		}
+		if s.apiHealth != nil {
+			go s.apiHealth.run(ctx, s.Client)
+		}
+		serveMetrics(ctx, cfg.MetricsBindAddress, cfg.Mode, cfg.EnableProfiling, s.flags, s.apiHealth, s.metricsErrCh)
+	}
+
+	s.NodeManager, err = proxy.NewNodeManager(ctx, s.Client, s.NodeName, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rawNodeIPs := s.NodeManager.NodeIPs()
+	if len(rawNodeIPs) > 0 {
+		logger.Info("Successfully retrieved NodeIPs", "NodeIPs", rawNodeIPs)
+	}
+	if len(cfg.NodeIPOverride) > 0 {
+		rawNodeIPs = nil
+		for _, ip := range cfg.NodeIPOverride {
+			if parsed := netutils.ParseIPSloppy(ip); parsed != nil {
+				rawNodeIPs = append(rawNodeIPs, parsed)
+			}
+		}
+		logger.Info("Using nodeIPOverride instead of the Node's IPs", "NodeIPs", rawNodeIPs)
+	}
+	s.PrimaryIPFamily, s.NodeIPs = detectNodeIPs(ctx, rawNodeIPs, cfg.BindAddress)
+	s.podCIDRs = s.NodeManager.PodCIDRs()
+
+	cfg.NodePortAddresses = expandNodePortAddressKeywords(cfg.NodePortAddresses, s.NodeIPs)
+
+	s.Broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: s.Client.EventsV1()})
+	s.Recorder = s.Broadcaster.NewRecorder(clientsetscheme.Scheme, kubeProxy)
+	s.NodeRef = &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: s.NodeName}
+
+	if cfg.HealthzBindAddress != "" && !opts.dryRun {
+		s.HealthzServer = healthcheck.NewProxyHealthServer(cfg.HealthzBindAddress, 2*cfg.SyncPeriod.Duration, s.NodeManager)
+	}
+
+	if !opts.dryRun {
+		if err := s.platformSetup(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := checkBadConfig(s); err != nil {
+		logger.Error(err, "Kube-proxy configuration may be incomplete or incorrect")
+	}
+
+	ipv4Supported, ipv6Supported, dualStackSupported, err := s.platformCheckSupported(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case (s.PrimaryIPFamily == v1.IPv4Protocol && !ipv4Supported) || (s.PrimaryIPFamily == v1.IPv6Protocol && !ipv6Supported):
+		return nil, fmt.Errorf("no support for primary IP family %q", s.PrimaryIPFamily)
+	}
+	switch cfg.IPFamilyPolicy {
+	case kubeproxyconfig.IPFamilyPolicySingleStack:
+		dualStackSupported = false
+	case kubeproxyconfig.IPFamilyPolicyRequireDualStack:
+		if !dualStackSupported {
+			return nil, fmt.Errorf("ipFamilyPolicy %s: this host cannot proxy both IPv4 (supported: %v) and IPv6 (supported: %v)",
+				cfg.IPFamilyPolicy, ipv4Supported, ipv6Supported)
+		}
+	}
+	if dualStackSupported {
+		logger.Info("kube-proxy running in dual-stack mode", "primary ipFamily", s.PrimaryIPFamily)
+	} else {
+		logger.Info("kube-proxy running in single-stack mode", "ipFamily", s.PrimaryIPFamily)
+	}
+
+	if err, fatal := checkBadIPConfig(s, dualStackSupported); err != nil {
+		if fatal {
+			return nil, fmt.Errorf("kube-proxy configuration is incorrect: %w", err)
+		}
+		logger.Error(err, "Kube-proxy configuration may be incomplete or incorrect")
+	}
+
+	s.Proxier, err = s.createProxier(ctx, cfg, dualStackSupported, opts.initOnly)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func manifestHasNode(src *manifest.Source, name string) bool {
+	for _, obj := range src.Objects() {
+		if n, ok := obj.(*v1.Node); ok && n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// setConfigz publishes the configuration, as v1alpha1 like upstream, on /configz.
+func setConfigz(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
+	external := &configv1alpha1.KubeProxyConfiguration{}
+	if err := v1alpha1conversion.Convert_config_KubeProxyConfiguration_To_v1alpha1_KubeProxyConfiguration(cfg, external, nil); err != nil {
+		return fmt.Errorf("unable to convert configz: %w", err)
+	}
+	external.SetGroupVersionKind(configv1alpha1.SchemeGroupVersion.WithKind("KubeProxyConfiguration"))
+	// Re-registering (tests build several servers in one process) replaces the entry.
+	configz.Delete(kubeproxyconfig.GroupName)
+	cz, err := configz.New(kubeproxyconfig.GroupName)
+	if err != nil {
+		return fmt.Errorf("unable to register configz: %w", err)
+	}
+	if err := cz.Set(external); err != nil {
+		return fmt.Errorf("unable to set configz: %w", err)
+	}
+	return nil
+}
+
+// checkBadConfig reports configuration that is legal but probably not intended.
+func checkBadConfig(s *ProxyServer) error {
+	var errs []error
+	// Nothing has been seen of Services yet, so explicitly dual-stack settings are
+	// the only hint that the cluster is dual-stack.
+	anyDualStackConfig := false
+	for _, cidrs := range [][]string{s.Config.DetectLocal.ClusterCIDRs, s.Config.NodePortAddresses, s.Config.IPVS.ExcludeCIDRs, s.podCIDRs} {
+		if dual, _ := netutils.IsDualStackCIDRStrings(cidrs); dual {
+			anyDualStackConfig = true
+			break
+		}
+	}
+	byFamily := proxyutil.MapCIDRsByIPFamily(s.Config.NodePortAddresses)
+	other := proxyutil.OtherIPFamily(s.PrimaryIPFamily)
+	switch {
+	case len(s.Config.NodePortAddresses) == 0:
+		errs = append(errs, errors.New("nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`"))
+	case anyDualStackConfig && len(byFamily[s.PrimaryIPFamily]) == len(s.Config.NodePortAddresses):
+		errs = append(errs, fmt.Errorf("cluster appears to be dual-stack but nodePortAddresses contains only %s addresses; NodePort connections will be accepted on all local %s IPs", s.PrimaryIPFamily, other))
+	case len(byFamily[s.PrimaryIPFamily]) == 0:
+		errs = append(errs, fmt.Errorf("cluster appears to be %s-primary but nodePortAddresses contains only %s addresses; NodePort connections will be accepted on all local %s IPs", s.PrimaryIPFamily, other, s.PrimaryIPFamily))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// checkBadIPConfig reports settings of the wrong IP family. Only the mismatches that
+// upstream always treated as fatal are fatal.
+func checkBadIPConfig(s *ProxyServer, dualStackSupported bool) (err error, fatal bool) {
+	var errs []error
+	bad := netutils.IPv6
+	if s.PrimaryIPFamily == v1.IPv6Protocol {
+		bad = netutils.IPv4
+	}
+	clusterType := fmt.Sprintf("%s-only", s.PrimaryIPFamily)
+	if dualStackSupported {
+		clusterType = fmt.Sprintf("%s-primary", s.PrimaryIPFamily)
+	}
+	if allOfFamily(s.Config.DetectLocal.ClusterCIDRs, bad) {
+		errs = append(errs, fmt.Errorf("cluster is %s but clusterCIDRs contains only IPv%s addresses", clusterType, bad))
+		if s.Config.DetectLocalMode == kubeproxyconfig.LocalModeClusterCIDR && !dualStackSupported {
+			fatal = true
+		}
+	}
+	if allOfFamily(s.podCIDRs, bad) {
+		errs = append(errs, fmt.Errorf("cluster is %s but node.spec.podCIDRs contains only IPv%s addresses", clusterType, bad))
+		if s.Config.DetectLocalMode == kubeproxyconfig.LocalModeNodeCIDR {
+			fatal = true
+		}
+	}
+	if netutils.IPFamilyOfString(s.Config.Winkernel.SourceVip) == bad {
+		errs = append(errs, fmt.Errorf("cluster is %s but winkernel.sourceVip is IPv%s", clusterType, bad))
+	}
+	if !dualStackSupported {
+		if allOfFamily(s.Config.IPVS.ExcludeCIDRs, bad) {
+			errs = append(errs, fmt.Errorf("cluster is %s but ipvs.excludeCIDRs contains only IPv%s addresses", clusterType, bad))
+		}
+		if bindAddressOfFamily(s.Config.HealthzBindAddress, bad) {
+			errs = append(errs, fmt.Errorf("cluster is %s but healthzBindAddress is IPv%s", clusterType, bad))
+		}
+		if bindAddressOfFamily(s.Config.MetricsBindAddress, bad) {
+			errs = append(errs, fmt.Errorf("cluster is %s but metricsBindAddress is IPv%s", clusterType, bad))
+		}
+	}
+	return utilerrors.NewAggregate(errs), fatal
+}
+
+// allOfFamily reports whether cidrs is non-empty and every CIDR is of family.
+func allOfFamily(cidrs []string, family netutils.IPFamily) bool {
+	if len(cidrs) == 0 {
+		return false
+	}
+	for _, c := range cidrs {
+		if netutils.IPFamilyOfCIDRString(c) != family {
+			return false
+		}
+	}
+	return true
+}
+
+// bindAddressOfFamily reports whether an "IP:port" names a specific IP of family.
+func bindAddressOfFamily(addr string, family netutils.IPFamily) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	ip := netutils.ParseIPSloppy(host)
+	return ip != nil && !ip.IsUnspecified() && netutils.IPFamilyOf(ip) == family
+}
+
+// createClient builds the API client from a kubeconfig and/or --master, else the
+// in-cluster configuration.
+func createClient(ctx context.Context, cfg componentbaseconfig.ClientConnectionConfiguration, masterOverride string) (clientset.Interface, error) {
+	logger := klog.FromContext(ctx)
+	var kubeConfig *rest.Config
+	var err error
+	if cfg.Kubeconfig == "" && masterOverride == "" {
+		logger.Info("Neither kubeconfig file nor master URL was specified, falling back to in-cluster config")
+		kubeConfig, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration (use --kubeconfig, --master, or --manifests to run without a cluster): %w", err)
+		}
+	} else {
+		kubeConfig, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig},
+			&clientcmd.ConfigOverrides{ClusterInfo: clientcmdapi.Cluster{Server: masterOverride}}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %q / master %q: %w", cfg.Kubeconfig, masterOverride, err)
+		}
+	}
+	kubeConfig.AcceptContentTypes = cfg.AcceptContentTypes
+	kubeConfig.ContentType = cfg.ContentType
+	kubeConfig.QPS = cfg.QPS
+	kubeConfig.Burst = int(cfg.Burst)
+	return clientset.NewForConfig(kubeConfig)
+}
+
+// apiHealth remembers whether the API server answered the last probe, for /healthz.
+type apiHealth struct {
+	mu    sync.Mutex
+	err   error
+	since time.Time
+}
+
+func (h *apiHealth) set(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if (err == nil) != (h.err == nil) {
+		h.since = time.Now()
+	}
+	h.err = err
+}
+
+func (h *apiHealth) check() error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return fmt.Errorf("API server unreachable since %s: %w", h.since.UTC().Format(time.RFC3339), h.err)
+	}
+	return nil
+}
+
+// run probes the API server with backoff while it fails and every 10s otherwise.
+// Informers retry on their own; this only makes the reason visible.
+func (h *apiHealth) run(ctx context.Context, client clientset.Interface) {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6, Cap: 30 * time.Second}
+	delay := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(probeCtx).Error()
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		prev := h.check()
+		h.set(err)
+		if err != nil {
+			if prev == nil {
+				logger.Error(err, "API server unreachable; retrying with backoff, programmed rules stay in place")
+			}
+			delay = backoff.Step()
+			if backoff.Steps == 0 {
+				backoff.Steps = 1
+			}
+			continue
+		}
+		if prev != nil {
+			logger.Info("API server reachable again")
+		}
+		backoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6, Cap: 30 * time.Second}
+		delay = 10 * time.Second
+	}
+}
+
+func serveHealthz(ctx context.Context, hz *healthcheck.ProxyHealthServer, errCh chan error) {
+	if hz == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	fn := func(ctx context.Context) {
+		err := hz.Run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		logger.Error(err, "Healthz server failed")
+		if errCh != nil {
+			errCh <- fmt.Errorf("healthz server failed: %w", err)
+			// With bindAddressHardFail there is no retry.
+			<-ctx.Done()
+		}
+	}
+	go wait.UntilWithContext(ctx, fn, 5*time.Second)
+}
+
+// newMetricsMux builds the handler of the metrics server: upstream's paths on a plain
+// ServeMux (no k8s.io/apiserver).
+func newMetricsMux(proxyMode kubeproxyconfig.ProxyMode, enableProfiling bool, flags *pflag.FlagSet, api *apiHealth) *http.ServeMux {
+	mux := http.NewServeMux()
+	healthz := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if err := api.check(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "[+]ping ok\n[-]apiserver failed: %v\nhealthz check failed\n", err)
+			return
+		}
+		if _, verbose := r.URL.Query()["verbose"]; verbose {
+			fmt.Fprint(w, "[+]ping ok\n[+]apiserver ok\nhealthz check passed\n")
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}
+	mux.HandleFunc("/healthz", healthz)
+	mux.HandleFunc("/healthz/ping", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/healthz/apiserver", func(w http.ResponseWriter, _ *http.Request) {
+		if err := api.check(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
+	slis.SLIMetricsWithReset{}.Install(mux)
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		fmt.Fprintf(w, "%s", proxyMode)
+	})
+	mux.Handle("/metrics", legacyregistry.Handler())
+	if enableProfiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/flags/v", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPut {
+				http.Error(w, "only PUT is supported", http.StatusMethodNotAllowed)
+				return
+			}
+			body := make([]byte, 64)
+			n, _ := r.Body.Read(body)
+			msg, err := logs.GlogSetter(strings.TrimSpace(string(body[:n])))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			fmt.Fprint(w, msg)
+		})
+	}
+	configz.InstallHandler(mux)
+	if flags != nil && features.DefaultFeatureGate.Enabled("ComponentFlagz") {
+		mux.HandleFunc("/flagz", flagzHandler(flags))
+	}
+	return mux
+}
+
+// flagzHandler lists the command's flags and their effective values, as text, like
+// upstream's /flagz.
+func flagzHandler(fs *pflag.FlagSet) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		var lines []string
+		fs.VisitAll(func(f *pflag.Flag) {
+			lines = append(lines, fmt.Sprintf("%s=%s", f.Name, f.Value.String()))
+		})
+		sort.Strings(lines)
+		fmt.Fprintf(w, "%s flagz\nWarning: This endpoint is not meant to be machine parseable, has no formatting compatibility guarantees and is for debugging purposes only.\n\n%s\n",
+			kubeProxy, strings.Join(lines, "\n"))
+	}
+}
+
+func serveMetrics(ctx context.Context, bindAddress string, proxyMode kubeproxyconfig.ProxyMode, enableProfiling bool, flags *pflag.FlagSet, api *apiHealth, errCh chan error) {
+	if bindAddress == "" {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	mux := newMetricsMux(proxyMode, enableProfiling, flags, api)
+	fn := func(ctx context.Context) {
+		listener, err := netutils.MultiListen(ctx, "tcp", bindAddress)
+		if err != nil {
+			logger.Error(err, "Starting metrics server failed", "address", bindAddress)
+			if errCh != nil {
+				errCh <- fmt.Errorf("metrics server on %s: %w", bindAddress, err)
+				<-ctx.Done()
+			}
+			return
+		}
+		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			<-ctx.Done()
+			_ = server.Close()
+		}()
+		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Metrics server failed", "address", bindAddress)
+		}
+	}
+	go wait.UntilWithContext(ctx, fn, 5*time.Second)
+}
+
+// Run starts the informers, servers and proxier, and blocks until ctx is done, a
+// hard bind failure, or (in a dry run) the first rules have been printed.
+func (s *ProxyServer) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Version info", "version", version.Get())
+	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"), "GOTRACEBACK", os.Getenv("GOTRACEBACK"))
+
+	proxymetrics.RegisterMetrics(s.Config.Mode)
+
+	if s.Config.Linux.OOMScoreAdj != nil && s.dryRun == nil {
+		if err := applyOOMScoreAdj(0, int(*s.Config.Linux.OOMScoreAdj)); err != nil {
+			logger.V(2).Info("Failed to apply OOMScore", "err", err)
+		}
+	}
+
+	if s.Broadcaster != nil {
+		s.Broadcaster.StartRecordingToSink(ctx.Done())
+		if s.manifests != nil {
+			// Nobody reads events from the fake clientset; the log is where they go.
+			if stop, err := s.Broadcaster.StartLogging(logger); err == nil {
+				defer stop()
+			}
+		}
+	}
+
+	var healthzErrCh chan error
+	if s.Config.BindAddressHardFail {
+		healthzErrCh = make(chan error, 1)
+	}
+	serveHealthz(ctx, s.HealthzServer, healthzErrCh)
+
+	noProxyName, err := labels.NewRequirement(apis.LabelServiceProxyName, selection.DoesNotExist, nil)
+	if err != nil {
+		return err
+	}
+	noHeadlessEndpoints, err := labels.NewRequirement(v1.IsHeadlessService, selection.DoesNotExist, nil)
+	if err != nil {
+		return err
+	}
+	// kube-proxy never reads managedFields; dropping them saves memory in big clusters.
+	trimManagedFields := func(obj any) (any, error) {
+		if accessor, err := meta.Accessor(obj); err == nil {
+			accessor.SetManagedFields(nil)
+		}
+		return obj, nil
+	}
+	resync := s.Config.ConfigSyncPeriod.Duration
+	informerFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, resync,
+		informers.WithTransform(trimManagedFields))
+	endpointSliceInformerFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, resync,
+		informers.WithTransform(trimManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.NewSelector().Add(*noHeadlessEndpoints).String()
+		}))
+	// Headless Services are resolved by DNS, and Services claimed by another proxy are
+	// not ours.
+	serviceInformerFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, resync,
+		informers.WithTransform(trimManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.NewSelector().Add(*noProxyName).String()
+			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
+		}))
+
+	// Handlers are registered before the informers start, so no initial event is lost.
+	serviceConfig := config.NewServiceConfig(ctx, serviceInformerFactory.Core().V1().Services(), resync)
+	serviceConfig.RegisterEventHandler(s.Proxier)
+	go serviceConfig.Run(ctx.Done())
+
+	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, endpointSliceInformerFactory.Discovery().V1().EndpointSlices(), resync)
+	endpointSliceConfig.RegisterEventHandler(s.Proxier)
+	go endpointSliceConfig.Run(ctx.Done())
+
+	if features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
+		serviceCIDRConfig := config.NewServiceCIDRConfig(ctx, informerFactory.Networking().V1().ServiceCIDRs(), resync)
+		serviceCIDRConfig.RegisterEventHandler(s.Proxier)
+		go serviceCIDRConfig.Run(ctx.Done())
+	}
+	informerFactory.Start(ctx.Done())
+	endpointSliceInformerFactory.Start(ctx.Done())
+	serviceInformerFactory.Start(ctx.Done())
+
+	if s.NodeManager != nil {
+		nodeConfig := config.NewNodeConfig(ctx, s.NodeManager.NodeInformer(), resync)
+		nodeConfig.RegisterEventHandler(s.NodeManager)
+		nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, s.NodeManager.NodeInformer(), resync)
+		nodeTopologyConfig.RegisterEventHandler(s.Proxier)
+		go nodeConfig.Run(ctx.Done())
+	}
+
+	if s.manifests != nil {
+		go func() {
+			if err := s.manifests.Run(ctx, s.manifestsRescan); err != nil {
+				logger.Error(err, "Manifest source stopped")
+			}
+		}()
+	}
+
+	s.birthCry()
+	go s.Proxier.SyncLoop()
+
+	if s.dryRun != nil {
+		return s.dryRun.waitAndPrint(ctx, s.dryRunOut, time.Minute)
+	}
+
+	select {
+	case err = <-healthzErrCh:
+		s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
+	case err = <-s.metricsErrCh:
+		s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
+	case <-ctx.Done():
+		return nil
+	}
+	return err
+}
+
+func (s *ProxyServer) birthCry() {
+	s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+}
+
+// expandNodePortAddressKeywords turns primary/localhost/all into CIDRs.
+func expandNodePortAddressKeywords(addrs []string, nodeIPs map[v1.IPFamily]net.IP) []string {
+	var out []string
+	for _, addr := range addrs {
+		switch addr {
+		case kubeproxyconfig.NodePortAddressesPrimary:
+			// A loopback node IP means the real one is unknown; there is nothing to pin to.
+			if ip := nodeIPs[v1.IPv4Protocol]; ip != nil && !ip.IsLoopback() {
+				out = append(out, ip.String()+"/32")
+			}
+			if ip := nodeIPs[v1.IPv6Protocol]; ip != nil && !ip.IsLoopback() {
+				out = append(out, ip.String()+"/128")
+			}
+		case kubeproxyconfig.NodePortAddressesLocalhost:
+			out = append(out, "127.0.0.0/8", "::1/128")
+		case kubeproxyconfig.NodePortAddressesAll:
+			out = append(out, proxyutil.IPv4ZeroCIDR, proxyutil.IPv6ZeroCIDR)
+		default:
+			out = append(out, addr)
+		}
+	}
+	return out
+}
+
+// detectNodeIPs picks the node IP per family: a specific --bind-address wins for its
+// family, then the Node's IPs, then loopback. The primary family is that of the
+// bind address, else of the Node's first IP, else IPv4.
+func detectNodeIPs(ctx context.Context, rawNodeIPs []net.IP, bindAddress string) (v1.IPFamily, map[v1.IPFamily]net.IP) {
+	logger := klog.FromContext(ctx)
+	familyOf := func(ip net.IP) v1.IPFamily {
+		if netutils.IsIPv4(ip) {
+			return v1.IPv4Protocol
+		}
+		return v1.IPv6Protocol
+	}
+	primary := v1.IPv4Protocol
+	nodeIPs := map[v1.IPFamily]net.IP{
+		v1.IPv4Protocol: net.IPv4(127, 0, 0, 1),
+		v1.IPv6Protocol: net.IPv6loopback,
+	}
+	if len(rawNodeIPs) > 0 {
+		primary = familyOf(rawNodeIPs[0])
+		nodeIPs[primary] = rawNodeIPs[0]
+		// A second IP counts only if it is of the other family.
+		if len(rawNodeIPs) > 1 && familyOf(rawNodeIPs[1]) != primary {
+			nodeIPs[familyOf(rawNodeIPs[1])] = rawNodeIPs[1]
+		}
+	}
+	if bindIP := netutils.ParseIPSloppy(bindAddress); bindIP != nil && !bindIP.IsUnspecified() {
+		primary = familyOf(bindIP)
+		nodeIPs[primary] = bindIP
+	}
+	if nodeIPs[primary].IsLoopback() {
+		logger.Info("Can't determine this node's IP, assuming loopback; if this is incorrect, please set the --bind-address flag")
+	}
+	return primary, nodeIPs
+}

@@ -1,0 +1,186 @@
+//go:build linux
+
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	utiliptables "k8s.io/net-utils/iptables"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/iptables"
+	"k8s.io/kube-proxy/pkg/proxy/nftables"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+)
+
+// defaultedMode records that the mode was not chosen, for the KubeProxyDefaultMode
+// warning.
+var defaultedMode bool
+
+func initForOS(bool) error { return nil }
+
+func (o *Options) addOSFlags(*pflag.FlagSet) {}
+
+// platformApplyDefaults fills in the Linux defaults after flags and file are merged.
+func (o *Options) platformApplyDefaults(cfg *kubeproxyconfig.KubeProxyConfiguration) {
+	if cfg.Mode == "" {
+		cfg.Mode = kubeproxyconfig.ProxyModeIPTables
+		defaultedMode = true
+	}
+	if cfg.Mode == kubeproxyconfig.ProxyModeNFTables && len(cfg.NodePortAddresses) == 0 {
+		cfg.NodePortAddresses = []string{kubeproxyconfig.NodePortAddressesPrimary}
+	}
+	if cfg.DetectLocalMode == "" {
+		o.logger.V(4).Info("Defaulting detect-local-mode", "localModeClusterCIDR", string(kubeproxyconfig.LocalModeClusterCIDR))
+		cfg.DetectLocalMode = kubeproxyconfig.LocalModeClusterCIDR
+	}
+	o.logger.V(2).Info("DetectLocalMode", "localMode", string(cfg.DetectLocalMode))
+}
+
+// platformSetup runs before the proxier is created: the conntrack sysctls.
+func (s *ProxyServer) platformSetup(ctx context.Context) error {
+	if err := conntrack.SetSysctls(ctx, &s.Config.Linux.Conntrack); err != nil {
+		return fmt.Errorf("could not set conntrack parameters from kube-proxy configuration: %w", err)
+	}
+	return nil
+}
+
+func isIPTablesBased(mode kubeproxyconfig.ProxyMode) bool {
+	return mode == kubeproxyconfig.ProxyModeIPTables || mode == kubeproxyconfig.ProxyModeIPVS
+}
+
+// platformCheckSupported says which IP families the mode can proxy on this host.
+func (s *ProxyServer) platformCheckSupported(ctx context.Context) (ipv4Supported, ipv6Supported, dualStackSupported bool, err error) {
+	logger := klog.FromContext(ctx)
+	if s.dryRun != nil {
+		// A dry run programs nothing, so what the host supports does not matter.
+		return true, true, true, nil
+	}
+	if isIPTablesBased(s.Config.Mode) {
+		errv4 := utiliptables.New(utiliptables.ProtocolIPv4).Present()
+		errv6 := utiliptables.New(utiliptables.ProtocolIPv6).Present()
+		ipv4Supported, ipv6Supported = errv4 == nil, errv6 == nil
+		switch {
+		case !ipv4Supported && !ipv6Supported:
+			// Almost certainly the same cause twice (no iptables binary, no modules).
+			return false, false, false, fmt.Errorf("iptables is not available on this host: %w", errv4)
+		case !ipv4Supported:
+			logger.Info("No iptables support for family", "ipFamily", v1.IPv4Protocol, "error", errv4)
+		case !ipv6Supported:
+			logger.Info("No iptables support for family", "ipFamily", v1.IPv6Protocol, "error", errv6)
+		}
+	} else {
+		ipv4Supported, ipv6Supported = true, true
+	}
+
+	if _, statErr := os.Stat("/proc/net/if_inet6"); statErr != nil {
+		logger.Info("No kernel support for family", "ipFamily", v1.IPv6Protocol)
+		ipv6Supported = false
+	} else if content, readErr := os.ReadFile("/proc/sys/net/ipv6/conf/all/disable_ipv6"); readErr == nil && strings.TrimSpace(string(content)) == "1" {
+		logger.Info("Kernel support disabled for family", "ipFamily", v1.IPv6Protocol)
+		ipv6Supported = false
+	}
+	return ipv4Supported, ipv6Supported, ipv4Supported && ipv6Supported, nil
+}
+
+// proxierFactory builds the proxier of one mode. dryRun, when non-nil, gets what each
+// family would program instead of the kernel getting it.
+type proxierFactory func(ctx context.Context, s *ProxyServer, cfg *kubeproxyconfig.KubeProxyConfiguration,
+	families []v1.IPFamily, localDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector, initOnly bool) (proxy.Provider, error)
+
+// proxierFactories holds the modes this build implements; each mode's file registers
+// itself, so a mode whose backend is absent fails with a clear error.
+var proxierFactories = map[kubeproxyconfig.ProxyMode]proxierFactory{}
+
+// checkModeImplemented fails for a mode this build cannot run.
+func checkModeImplemented(mode kubeproxyconfig.ProxyMode) error {
+	if _, ok := proxierFactories[mode]; !ok {
+		return fmt.Errorf("proxy mode %s is not supported by this build", mode)
+	}
+	return nil
+}
+
+// createProxier creates the proxy.Provider of the configured mode.
+func (s *ProxyServer) createProxier(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, dualStack, initOnly bool) (proxy.Provider, error) {
+	logger := klog.FromContext(ctx)
+	factory, ok := proxierFactories[cfg.Mode]
+	if !ok {
+		return nil, checkModeImplemented(cfg.Mode)
+	}
+	if cfg.Mode == kubeproxyconfig.ProxyModeIPTables && defaultedMode {
+		message := "No kube-proxy mode specified: defaulting to 'iptables'. Note that in Kubernetes 1.40 the default mode will switch to 'nftables'. If you wish to continue using 'iptables' mode, you must explicitly specify 'mode: iptables' in the kube-proxy config file, or '--proxy-mode iptables' on the kube-proxy command line."
+		logger.Error(nil, message)
+		s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeWarning, "KubeProxyDefaultMode", "StartKubeProxy", message)
+	}
+	logger.Info("Using proxier", "mode", cfg.Mode, "dryRun", s.dryRun != nil)
+	families := []v1.IPFamily{s.PrimaryIPFamily}
+	if dualStack {
+		families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	}
+	localDetectors := getLocalDetectors(logger, s.PrimaryIPFamily, cfg, s.podCIDRs)
+	p, err := factory(ctx, s, cfg, families, localDetectors, initOnly)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create proxier: %w", err)
+	}
+	return p, nil
+}
+
+func getLocalDetectors(logger klog.Logger, primary v1.IPFamily, cfg *kubeproxyconfig.KubeProxyConfiguration, nodePodCIDRs []string) map[v1.IPFamily]proxyutil.LocalTrafficDetector {
+	detectors := map[v1.IPFamily]proxyutil.LocalTrafficDetector{
+		v1.IPv4Protocol: proxyutil.NewNoOpLocalDetector(),
+		v1.IPv6Protocol: proxyutil.NewNoOpLocalDetector(),
+	}
+	switch cfg.DetectLocalMode {
+	case kubeproxyconfig.LocalModeClusterCIDR:
+		for family, cidrs := range proxyutil.MapCIDRsByIPFamily(cfg.DetectLocal.ClusterCIDRs) {
+			detectors[family] = proxyutil.NewDetectLocalByCIDR(cidrs[0].String())
+		}
+		if !detectors[primary].IsImplemented() {
+			logger.Info("Detect-local-mode set to ClusterCIDR, but no cluster CIDR specified for primary IP family", "ipFamily", primary, "clusterCIDRs", cfg.DetectLocal.ClusterCIDRs)
+		}
+	case kubeproxyconfig.LocalModeNodeCIDR:
+		for family, cidrs := range proxyutil.MapCIDRsByIPFamily(nodePodCIDRs) {
+			detectors[family] = proxyutil.NewDetectLocalByCIDR(cidrs[0].String())
+		}
+		if !detectors[primary].IsImplemented() {
+			logger.Info("Detect-local-mode set to NodeCIDR, but no PodCIDR defined at node for primary IP family", "ipFamily", primary, "podCIDRs", nodePodCIDRs)
+		}
+	case kubeproxyconfig.LocalModeBridgeInterface:
+		d := proxyutil.NewDetectLocalByBridgeInterface(cfg.DetectLocal.BridgeInterface)
+		detectors[v1.IPv4Protocol], detectors[v1.IPv6Protocol] = d, d
+	case kubeproxyconfig.LocalModeInterfaceNamePrefix:
+		d := proxyutil.NewDetectLocalByInterfaceNamePrefix(cfg.DetectLocal.InterfaceNamePrefix)
+		detectors[v1.IPv4Protocol], detectors[v1.IPv6Protocol] = d, d
+	default:
+		logger.Info("Defaulting to no-op detect-local")
+	}
+	return detectors
+}
+
+// platformCleanup removes rules of modes other than the current one, or of every
+// mode with cleanupAndExit. ipvs is not implemented by this build, so there are no
+// ipvs rules of ours to remove; an upstream kube-proxy's ipvs state is left alone.
+func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanupAndExit bool) error {
+	var failed bool
+	if !isIPTablesBased(mode) || cleanupAndExit {
+		failed = iptables.CleanupLeftovers(ctx) || failed
+	}
+	if isIPTablesBased(mode) || cleanupAndExit {
+		failed = nftables.CleanupLeftovers(ctx) || failed
+	}
+	if failed {
+		return errors.New("encountered an error while tearing down rules")
+	}
+	return nil
+}
