@@ -70,9 +70,9 @@ type Options struct {
 
 // The config API versions --write-config-version accepts.
 var writableVersions = map[string]schema.GroupVersion{
-	"v1alpha1":                          configv1alpha1.SchemeGroupVersion,
+	"v1alpha1": configv1alpha1.SchemeGroupVersion,
 	configv1alpha1.SchemeGroupVersion.String(): configv1alpha1.SchemeGroupVersion,
-	"v1alpha2":                          configv1alpha2.SchemeGroupVersion,
+	"v1alpha2": configv1alpha2.SchemeGroupVersion,
 	configv1alpha2.SchemeGroupVersion.String(): configv1alpha2.SchemeGroupVersion,
 }
 
