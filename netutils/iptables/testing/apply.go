@@ -34,11 +34,12 @@ type op struct {
 	table iptables.Table // opTable
 	chain iptables.Chain // empty for "-F", "-X", "-Z" without a chain
 
-	policy          string // opDeclare, opPolicy; "-" for none
-	packets, bytes  uint64 // opDeclare
-	hasCounters     bool   // opDeclare had "[p:b]"
-	rule            *Rule  // opAppend, opInsert
-	pos             int    // opInsert, opDelete by number (1-based); 0 if none
+	policy         string // opDeclare, opPolicy; "-" for none
+	packets, bytes uint64 // opDeclare
+	hasCounters    bool   // opDeclare had "[p:b]"
+	rule           *Rule  // opAppend, opInsert
+	pos            int    // opInsert, opDelete by number (1-based); 0 if none
+	// opDelete by rule: the rule's words after the chain name.
 	deleteArgs      []string
 	deleteArgsGiven bool
 }
@@ -284,8 +285,6 @@ func (a *applier) applyOne(o *op) error {
 		return a.startTable(o)
 	case opCommit:
 		return a.commit(o)
-	}
-	switch o.kind {
 	case opDeclare:
 		return a.declare(o)
 	case opAppend, opInsert:
