@@ -1,12 +1,3 @@
-// Package validation checks an internal KubeProxyConfiguration, returning every
-// problem with its field path (Validate), and lists what is legal but probably not
-// what the user meant (Warnings, LossWarningsV1alpha1, EncodingWarnings).
-//
-// The rules are upstream's v1.37 rules, field paths included, plus rules for the
-// fields v1alpha2 added (NodeIPOverride, IPFamilyPolicy, IPVS.MasqueradeBit).
-//
-// Allowed imports: k8s.io/apimachinery, k8s.io/component-base, k8s.io/utils,
-// k8s.io/kube-proxy/pkg/features and the apis/config packages of this module.
 package validation
 
 import (
@@ -18,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
 	"k8s.io/kube-proxy/pkg/features"
@@ -45,7 +36,8 @@ func validate(cfg *config.KubeProxyConfiguration, goos string, baseGate featureg
 	root := field.NewPath("KubeProxyConfiguration")
 
 	gate := baseGate.DeepCopy()
-	if err := features.SetGateFromMap(logr.Discard(), gate, cfg.FeatureGates); err != nil {
+	// The zero Logger discards: skipped gates are the binary's to log, once.
+	if err := features.SetGateFromMap(klog.Logger{}, gate, cfg.FeatureGates); err != nil {
 		errs = append(errs, field.Invalid(root.Child("featureGates"), cfg.FeatureGates, err.Error()))
 	}
 
