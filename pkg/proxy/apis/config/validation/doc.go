@@ -6,5 +6,6 @@
 // fields v1alpha2 added (NodeIPOverride, IPFamilyPolicy, IPVS.MasqueradeBit).
 //
 // Allowed imports: k8s.io/apimachinery, k8s.io/component-base, k8s.io/utils,
-// k8s.io/kube-proxy/pkg/features and the apis/config packages of this module.
+// k8s.io/klog, k8s.io/kube-proxy/pkg/features, k8s.io/kube-proxy/config/... and
+// the apis/config packages of this module.
 package validation
