@@ -27,7 +27,7 @@ function stdlib(p) { return p !~ /^[^\/]*\./ }
 # Modules every layer may use (DESIGN.md §2 "besides std, ...", plus small leaf helpers).
 function common(p) {
 	return p ~ /^k8s\.io\/(api|apimachinery|client-go|component-base|component-helpers|utils)\// ||
-		p ~ /^k8s\.io\/klog\/v2(\/|$)/ || p ~ /^sigs\.k8s\.io\/yaml(\/|$)/ ||
+		p ~ /^k8s\.io\/klog\/v2(\/|$)/ || p ~ /^github\.com\/go-logr\/logr(\/|$)/ || p ~ /^sigs\.k8s\.io\/yaml(\/|$)/ ||
 		p ~ /^golang\.org\/x\/(sys|time)\//
 }
 
@@ -40,6 +40,8 @@ function allowed(from, to) {
 	if (from == "brain" || from == "backend") {
 		if (layer(to) == "netutils" || layer(to) == "configapi" || layer(to) == "features" || layer(to) == "brain") return 1
 		if (to ~ /^github\.com\/(vishvananda\/|fsnotify\/fsnotify)/) return 1
+		# YAML with line numbers for config/manifest errors; randfill for the config fuzzer.
+		if (to ~ /^go\.yaml\.in\/yaml\/v3(\/|$)/ || to ~ /^sigs\.k8s\.io\/randfill(\/|$)/) return 1
 		if (from == "backend")
 			return layer(to) == "backend" || to ~ /^sigs\.k8s\.io\/knftables(\/|$)/ || to ~ /^github\.com\/Microsoft\/hnslib(\/|$)/
 		return 0
