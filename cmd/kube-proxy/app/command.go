@@ -13,6 +13,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json and its flags, as upstream
 	"k8s.io/component-base/version/verflag"
 
 	"k8s.io/kube-proxy/pkg/features"

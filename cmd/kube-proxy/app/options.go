@@ -296,8 +296,11 @@ func (o *Options) Validate() error {
 	if verrs := validation.Validate(o.config); len(verrs) > 0 {
 		errs = append(errs, verrs.ToAggregate())
 	}
-	if err := checkModeImplemented(o.config.Mode); err != nil {
-		errs = append(errs, err)
+	// Writing a config or cleaning up needs no proxier, so any valid mode will do.
+	if o.WriteConfigTo == "" && !o.CleanupAndExit {
+		if err := checkModeImplemented(o.config.Mode); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if _, ok := writableVersions[o.writeConfigVersion]; !ok {
 		errs = append(errs, fmt.Errorf("--write-config-version %q is not supported: use v1alpha1 or v1alpha2", o.writeConfigVersion))

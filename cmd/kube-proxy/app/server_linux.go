@@ -114,8 +114,8 @@ func checkModeImplemented(mode kubeproxyconfig.ProxyMode) error {
 // createProxier creates the proxy.Provider of the configured mode.
 func (s *ProxyServer) createProxier(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, dualStack, initOnly bool) (proxy.Provider, error) {
 	logger := klog.FromContext(ctx)
-	factory, ok := proxierFactories[cfg.Mode]
-	if !ok {
+	factory := proxierFactories[cfg.Mode]
+	if factory == nil {
 		return nil, checkModeImplemented(cfg.Mode)
 	}
 	if cfg.Mode == kubeproxyconfig.ProxyModeIPTables && defaultedMode {
