@@ -250,3 +250,25 @@ func TestKernelCleanup(t *testing.T) {
 }
 
 var _ = v1.IPv4Protocol
+
+func TestKernelRejectCounters(t *testing.T) {
+	tf := families[0]
+	inNetns(t, func() {
+		ctx := context.Background()
+		s, nft := realSyncer(t, tf, func(c *syncerConfig) {
+			c.localhostEnabled = true
+			c.rejectProtocols = []v1.Protocol{v1.ProtocolUDP, v1.ProtocolSCTP}
+		})
+		if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := counterReader{nft: nft}.ReadCounters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]uint64{"localhost-nodeport-rejected-udp": 0, "localhost-nodeport-rejected-sctp": 0}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("counters (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -221,6 +221,9 @@ func newProxier(ctx context.Context,
 		maxOps:            DefaultMaxOpsPerTransaction,
 	}, logger)
 	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.gen.masqueradeMark)
+	if localhostEnabled {
+		metrics.SetNFTablesCounterReader(ipFamily, counterReader{nft: nft})
+	}
 
 	minSyncPeriod := config.MinSyncPeriod.Duration
 	logger.V(2).Info("NFTables sync params", "minSyncPeriod", minSyncPeriod, "syncPeriod", p.syncPeriod, "maxSyncPeriod", proxyutil.FullSyncPeriod)

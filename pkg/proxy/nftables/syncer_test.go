@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -144,6 +145,37 @@ func TestNodePortAddressesAll(t *testing.T) {
 			got := tr.trace(packet{src: lo, dst: lo, proto: "tcp", dport: 3001, fromHost: true})
 			if got.verdict != "ACCEPT" || len(got.dnat) != 0 {
 				t.Errorf("localhost NodePort must not be DNATed without the gate: %v", got)
+			}
+		})
+	}
+}
+
+// Above maxRuleBalancedEndpoints a single numgen map balances; both forms
+// must reach every endpoint, with and without affinity.
+func TestManyEndpoints(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			for _, n := range []int{maxRuleBalancedEndpoints, maxRuleBalancedEndpoints + 1} {
+				for _, affinity := range []int{0, 60} {
+					sv := tsvc{ns: "big", name: "big", portName: "p", clusterIP: "172.30.0.90", port: 80, affinitySeconds: affinity}
+					var want []string
+					for i := range n {
+						a := "10.180.9." + itoa(i+1)
+						sv.eps = append(sv.eps, tep{ip: a, port: 80})
+						want = append(want, a+":80")
+					}
+					s, fake := newTestSyncer(t, tf, nil)
+					if _, err := s.sync(context.Background(), syncInput{full: true, services: models(tf.ip, sv)}); err != nil {
+						t.Fatal(err)
+					}
+					usesMap := strings.Contains(fake.Dump(), "map {")
+					if usesMap != (n > maxRuleBalancedEndpoints) {
+						t.Errorf("n=%d: map form used=%v", n, usesMap)
+					}
+					runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+						{name: "n=" + itoa(n) + " affinity=" + itoa(affinity), src: "10.1.2.3", dst: "172.30.0.90", port: 80, verdict: "ACCEPT", dnat: want},
+					})
+				}
 			}
 		})
 	}

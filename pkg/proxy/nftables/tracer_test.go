@@ -180,6 +180,21 @@ func (tr *tracer) runChain(pkt packet, chain string, st pktState, depth int) []o
 
 func (tr *tracer) runRules(pkt packet, rules []*knftables.Rule, i int, st pktState, depth int) []outcome {
 	for ; i < len(rules); i++ {
+		// "numgen random mod K 0 ..." matches at random: follow both the
+		// matching branch and the fall-through.
+		if f := strings.Fields(rules[i].Rule); len(f) > 4 && f[0] == "numgen" && f[3] != "" && f[4] != "map" && f[4] != "vmap" {
+			matchedRule := &knftables.Rule{Rule: strings.Join(f[5:], " ")}
+			outs, _ := tr.runRule(pkt, matchedRule, st, depth)
+			var results []outcome
+			for _, o := range outs {
+				if o.verdict == "" || o.verdict == "continue" {
+					results = append(results, tr.runRules(pkt, rules, i+1, o.st, depth)...)
+				} else {
+					results = append(results, o)
+				}
+			}
+			return append(results, tr.runRules(pkt, rules, i+1, st, depth)...)
+		}
 		outs, matched := tr.runRule(pkt, rules[i], st, depth)
 		if !matched {
 			continue
