@@ -2,12 +2,10 @@ package util
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -335,25 +333,5 @@ func TestIPPart(t *testing.T) {
 				t.Errorf("IPPart(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
-	}
-}
-
-func TestShouldRetryOnEINTR(t *testing.T) {
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{nil, false},
-		{unix.EINTR, true},
-		{fmt.Errorf("dump: %w", unix.EINTR), true},
-		{unix.EAGAIN, false},
-	}
-	for _, tc := range tests {
-		if got := ShouldRetryOnEINTR(tc.err); got != tc.want {
-			t.Errorf("ShouldRetryOnEINTR(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-	if MaxAttemptsEINTR.Steps != 5 {
-		t.Errorf("MaxAttemptsEINTR.Steps = %d, want 5", MaxAttemptsEINTR.Steps)
 	}
 }
