@@ -7,6 +7,8 @@
 #   +k8s:deepcopy-gen=   → zz_generated.deepcopy.go
 #   +k8s:defaulter-gen=  → zz_generated.defaults.go
 #   +k8s:conversion-gen= → zz_generated.conversion.go
+#   +k8s:openapi-model-package= → zz_generated.model_name.go (openapi-gen from
+#                                 k8s.io/kube-openapi, also pinned by go.mod)
 #
 # With OUT_ROOT set, the tree at OUT_ROOT (a copy of this repository) is regenerated
 # instead; hack/verify-codegen.sh uses that.

@@ -6,6 +6,7 @@
 // Load does not validate; callers run validation.Validate on the result, so that
 // flags applied on top are validated too.
 //
-// Allowed imports: k8s.io/apimachinery, go.yaml.in/yaml/v3, sigs.k8s.io/yaml and
-// the apis/config packages of this module.
+// Allowed imports: k8s.io/apimachinery, go.yaml.in/yaml/v3 (for line numbers:
+// sigs.k8s.io/yaml converts to JSON and loses them) and the apis/config packages
+// of this module.
 package loader
