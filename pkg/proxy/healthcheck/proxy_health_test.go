@@ -353,3 +353,17 @@ func TestRunRealListener(t *testing.T) {
 		t.Fatal("Run did not return after the context was cancelled")
 	}
 }
+
+func BenchmarkHealth(b *testing.B) {
+	fc := testingclock.NewFakeClock(t0)
+	hs := newProxyHealthServer(nil, nil, fc, "", timeout, &fakeNodeManager{node: readyNode()})
+	hs.Updated(ipv4)
+	hs.Updated(ipv6)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			hs.QueuedUpdate(ipv4)
+			_ = hs.Health()
+		}
+	})
+}

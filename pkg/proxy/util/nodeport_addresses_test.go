@@ -142,3 +142,19 @@ func TestRealNetwork(t *testing.T) {
 		t.Errorf("127.0.0.1 not found among %v", ips)
 	}
 }
+
+func BenchmarkGetNodeIPs(b *testing.B) {
+	nw := fake.NewFakeNetwork()
+	for i := range 64 {
+		ip := net.IPv4(198, 18, byte(i), 1)
+		nw.AddInterfaceAddr(&net.Interface{Name: "eth" + string(rune('a'+i%26)) + string(rune('a'+i/26))},
+			[]net.Addr{&net.IPNet{IP: ip, Mask: net.CIDRMask(24, 32)}})
+	}
+	npa := util.NewNodePortAddresses(v1.IPv4Protocol, []string{"198.18.0.0/18", "198.18.128.0/17", "10.0.0.0/8"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := npa.GetNodeIPs(nw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

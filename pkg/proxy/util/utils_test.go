@@ -335,3 +335,22 @@ func TestIPPart(t *testing.T) {
 		})
 	}
 }
+
+func FuzzIPPart(f *testing.F) {
+	for _, s := range []string{"10.0.0.1", "[fd00::1]:80", "1.2.3.4:5", "host:80", "", "[", "::ffff:1.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := IPPart(s)
+		if got != "" && netutils.ParseIPSloppy(got) == nil {
+			t.Fatalf("IPPart(%q) = %q, which is not an IP", s, got)
+		}
+		// AppendPortIfNeeded must yield something SplitHostPort accepts
+		// whenever its input was an IP.
+		if netutils.ParseIPSloppy(s) != nil {
+			if _, _, err := net.SplitHostPort(AppendPortIfNeeded(s, 80)); err != nil {
+				t.Fatalf("AppendPortIfNeeded(%q): %v", s, err)
+			}
+		}
+	})
+}

@@ -128,3 +128,13 @@ func containsNUL(s string) bool {
 	}
 	return false
 }
+
+func BenchmarkDecode(b *testing.B) {
+	msg := encode(Counter{Name: "ct_state_invalid_dropped_pkts", Packets: 1 << 40, Bytes: 1 << 50})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decode(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

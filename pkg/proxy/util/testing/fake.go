@@ -1,4 +1,3 @@
-// Package testing provides fakes for pkg/proxy/util interfaces.
 package testing
 
 import (
