@@ -53,7 +53,8 @@ func inNetns(t testing.TB, fn func()) {
 // called inside inNetns.
 func realSyncer(t testing.TB, tf testFamily, mutate func(*syncerConfig)) (*syncer, knftables.Interface) {
 	t.Helper()
-	nft, err := knftables.New(familyOf(tf.family), kubeProxyTable)
+	// UseNetlink as in production (gate NFTablesNetlink, on by default).
+	nft, err := knftables.New(familyOf(tf.family), kubeProxyTable, knftables.UseNetlink)
 	if err != nil {
 		t.Skipf("nftables unusable here: %v", err)
 	}
