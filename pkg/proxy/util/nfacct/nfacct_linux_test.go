@@ -5,6 +5,8 @@ package nfacct
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os/exec"
 	"runtime"
 	"syscall"
 	"testing"
@@ -254,6 +256,74 @@ func TestKernel(t *testing.T) {
 		}
 		if diff := cmp.Diff(names, listed); diff != "" {
 			t.Errorf("List names (-want +got):\n%s", diff)
+		}
+		return ""
+	})
+}
+
+// TestKernelCounting checks that packets matched by an iptables nfacct rule
+// are read back with the right byte order.
+func TestKernelCounting(t *testing.T) {
+	ipt, err := exec.LookPath("iptables")
+	if err != nil {
+		t.Skip("iptables binary not found")
+	}
+	ipCmd, err := exec.LookPath("ip")
+	if err != nil {
+		t.Skip("ip binary not found")
+	}
+	const name = "kp_test_counter"
+	const packets = 3
+	inPrivateNetns(t, func() string {
+		c, err := New()
+		if errors.Is(err, ErrNotSupported) {
+			return fmt.Sprintf("kernel lacks nfnetlink_acct: %v", err)
+		}
+		if err != nil {
+			t.Errorf("New: %v", err)
+			return ""
+		}
+		if err := c.Ensure(name); err != nil {
+			t.Errorf("Ensure: %v", err)
+			return ""
+		}
+		// Commands exec'd from this locked thread inherit its namespace.
+		if out, err := exec.Command(ipCmd, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			return fmt.Sprintf("cannot bring lo up: %v: %s", err, out)
+		}
+		sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Errorf("listen: %v", err)
+			return ""
+		}
+		defer sink.Close()
+		port := fmt.Sprint(sink.LocalAddr().(*net.UDPAddr).Port)
+		if out, err := exec.Command(ipt, "-w", "-A", "OUTPUT", "-o", "lo", "-p", "udp", "--dport", port,
+			"-m", "nfacct", "--nfacct-name", name).CombinedOutput(); err != nil {
+			return fmt.Sprintf("iptables cannot add an nfacct rule: %v: %s", err, out)
+		}
+		conn, err := net.Dial("udp4", sink.LocalAddr().String())
+		if err != nil {
+			t.Errorf("dial: %v", err)
+			return ""
+		}
+		defer conn.Close()
+		payload := make([]byte, 100)
+		for range packets {
+			if _, err := conn.Write(payload); err != nil {
+				t.Errorf("write: %v", err)
+				return ""
+			}
+		}
+		got, err := c.Get(name)
+		if err != nil {
+			t.Errorf("Get: %v", err)
+			return ""
+		}
+		// 20 bytes IPv4 + 8 bytes UDP header per packet.
+		want := &Counter{Name: name, Packets: packets, Bytes: packets * (20 + 8 + 100)}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("counter (-want +got):\n%s", diff)
 		}
 		return ""
 	})
