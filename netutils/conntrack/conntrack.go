@@ -21,9 +21,11 @@ package conntrack
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -57,6 +59,7 @@ type Conntracker struct {
 	// dumps on a shared socket would corrupt each other.
 	mu     sync.Mutex
 	h      handle
+	exact  exactDeleter // nil: always delete through a table dump
 	closer func()
 	logger klog.Logger
 }
@@ -67,7 +70,7 @@ var _ Interface = &Conntracker{}
 // request (in practice the host namespace). It opens a netlink socket per request, like
 // upstream, so it holds no resources and needs no Close.
 func New() Interface {
-	return newConntracker(&netlink.Handle{}, nil)
+	return newConntracker(&netlink.Handle{}, &nlExact{}, nil)
 }
 
 // NewInNamespace returns a Conntracker bound to the network namespace ns, whatever namespace
@@ -77,11 +80,18 @@ func NewInNamespace(ns netns.NsHandle) (*Conntracker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening netfilter netlink socket in netns %s: %w", ns, err)
 	}
-	return newConntracker(h, h.Close), nil
+	// A second socket for single-entry requests: the handle keeps its own private.
+	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_NETFILTER)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("opening netfilter netlink socket in netns %s: %w", ns, err)
+	}
+	exact := &nlExact{sockets: map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: {Socket: s}}}
+	return newConntracker(h, exact, func() { h.Close(); s.Close() }), nil
 }
 
-func newConntracker(h handle, closer func()) *Conntracker {
-	return &Conntracker{h: h, closer: closer, logger: klog.Background().WithName("conntrack")}
+func newConntracker(h handle, exact exactDeleter, closer func()) *Conntracker {
+	return &Conntracker{h: h, exact: exact, closer: closer, logger: klog.Background().WithName("conntrack")}
 }
 
 // Close releases the netlink socket of a Conntracker made by NewInNamespace.
@@ -122,8 +132,11 @@ func (ct *Conntracker) ListEntries(ipFamily uint8) ([]*netlink.ConntrackFlow, er
 	return flows, nil
 }
 
-// DeleteEntries implements Interface. However many flows are given, it costs one table dump
-// plus one delete request per matching entry (netlink has no bulk delete by tuple list).
+// DeleteEntries implements Interface. Up to maxExactDeletes flows of port-based protocols are
+// deleted one by one (two round trips each, independent of the table's size); larger batches
+// cost one table dump plus one delete request per matching entry. Either way an entry is
+// deleted only if both its tuples still match, so a newer connection that reuses a stale
+// flow's original tuple survives.
 func (ct *Conntracker) DeleteEntries(ipFamily uint8, flows []*netlink.ConntrackFlow) (int, error) {
 	if len(flows) == 0 {
 		return 0, nil
@@ -131,7 +144,45 @@ func (ct *Conntracker) DeleteEntries(ipFamily uint8, flows []*netlink.ConntrackF
 	if err := checkFamily(ipFamily); err != nil {
 		return 0, err
 	}
+	if ct.exact != nil && len(flows) <= maxExactDeletes && !slices.ContainsFunc(flows, func(f *netlink.ConntrackFlow) bool {
+		return f != nil && !portProtocol(f.Forward.Protocol)
+	}) {
+		return ct.deleteEach(ipFamily, flows)
+	}
 	return ct.deleteMatching(ipFamily, NewFlowSet(flows))
+}
+
+func (ct *Conntracker) deleteEach(ipFamily uint8, flows []*netlink.ConntrackFlow) (int, error) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	seen := make(map[flowKey]bool, len(flows))
+	n := 0
+	var errs []error
+	for _, f := range flows {
+		if f == nil {
+			continue
+		}
+		k := keyOf(f)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		deleted, err := ct.exact.deleteExact(ipFamily, f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if deleted {
+			n++
+			if v := ct.logger.V(6); v.Enabled() {
+				v.Info("Deleted conntrack entry", "flow", f.String())
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("deleting conntrack entries of family %d (%d deleted, %d failed): %w", ipFamily, n, len(errs), err)
+	}
+	return n, nil
 }
 
 // DeleteFiltered deletes the entries of the family matching any of filters in a single table

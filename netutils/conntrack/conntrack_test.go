@@ -115,7 +115,7 @@ func TestListEntries(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &fakeHandle{entries: manyFlows(10), errs: tc.errs}
-			ct := newConntracker(h, nil)
+			ct := newConntracker(h, nil, nil)
 			got, err := ct.ListEntries(tc.family)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("ListEntries error = %v, want error %v", err, tc.wantErr)
@@ -160,7 +160,7 @@ func TestDeleteEntries(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &fakeHandle{entries: slices.Clone(table), errs: tc.errs}
-			ct := newConntracker(h, nil)
+			ct := newConntracker(h, nil, nil)
 			n, err := ct.DeleteEntries(tc.family, tc.del)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("DeleteEntries error = %v, want error %v", err, tc.wantErr)
@@ -186,7 +186,7 @@ func TestDeleteFiltered(t *testing.T) {
 	for _, generic := range []bool{false, true} {
 		t.Run(fmt.Sprintf("generic=%v", generic), func(t *testing.T) {
 			h := &fakeHandle{entries: slices.Clone(table)}
-			var ct Interface = newConntracker(h, nil)
+			var ct Interface = newConntracker(h, nil, nil)
 			if generic {
 				ct = listOnly{ct}
 			}

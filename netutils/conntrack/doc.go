@@ -21,10 +21,12 @@ limitations under the License.
 // k8s.io/kube-proxy/pkg/proxy/conntrack aliases. Beside it the package offers
 //   - Filter, a declarative match on protocol, original destination, reply source and whether
 //     the flow was DNATed, usable with Select and DeleteFiltered over any Interface;
-//   - FlowSet, the exact-flow matcher DeleteEntries uses to delete a batch with one table dump;
+//   - FlowSet, the exact-flow matcher DeleteEntries uses to delete a large batch with one
+//     table dump (small batches are deleted entry by entry: get, check both tuples, delete by
+//     conntrack id, which costs nothing proportional to the table's size);
 //   - Count, and NewInNamespace to operate on another network namespace without moving threads.
 //
-// Allowed imports: the standard library, github.com/vishvananda/netlink and netns,
+// Allowed imports: the standard library, github.com/vishvananda/netlink (and its nl) and netns,
 // golang.org/x/sys/unix, k8s.io/klog/v2. Never anything from k8s.io/kube-proxy. The fake lives in
 // conntrack/testing.
 package conntrack

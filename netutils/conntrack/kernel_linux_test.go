@@ -51,22 +51,7 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 // newNS creates a network namespace that lives as long as the test holds its handle.
 func newNS(t *testing.T) netns.NsHandle {
 	t.Helper()
-	type result struct {
-		ns  netns.NsHandle
-		err error
-	}
-	rc := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		ns, err := netns.New()
-		rc <- result{ns, err}
-	}()
-	r := <-rc
-	if r.err != nil {
-		t.Fatalf("creating netns: %v", r.err)
-	}
-	t.Cleanup(func() { r.ns.Close() })
-	return r.ns
+	return newNSTB(t)
 }
 
 func must(t *testing.T, what string, err error) {
