@@ -28,6 +28,11 @@ require (
 )
 
 require (
+	github.com/moby/ipvs v1.1.0 // indirect
+	github.com/sirupsen/logrus v1.9.0 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
