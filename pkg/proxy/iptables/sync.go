@@ -266,12 +266,12 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		if err := p.iptables.SaveInto(utiliptables.TableNAT, &p.saveBuf); err != nil {
 			p.logger.Error(err, "Failed to execute iptables-save: stale chains will not be deleted")
 		} else {
-			active := sets.New[utiliptables.Chain]()
+			existing := utiliptables.GetChainsFromTable(p.saveBuf.Bytes())
 			for _, r := range p.cache {
-				active.Insert(r.chains...)
+				existing.Delete(r.chains...)
 			}
-			for c := range utiliptables.GetChainsFromTable(p.saveBuf.Bytes()) {
-				if !active.Has(c) && isServiceChainName(string(c)) {
+			for c := range existing {
+				if isServiceChainName(string(c)) {
 					stale = append(stale, c)
 				}
 			}

@@ -1,0 +1,215 @@
+package iptables
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	conntracktest "k8s.io/net-utils/conntrack/testing"
+	utiliptables "k8s.io/net-utils/iptables"
+	iptablestest "k8s.io/net-utils/iptables/testing"
+	sysctltest "k8s.io/net-utils/sysctl/testing"
+)
+
+func udpFlow(src, dst, replySrc string, dport, rport uint16) *netlink.ConntrackFlow {
+	return &netlink.ConntrackFlow{
+		Forward: netlink.IPTuple{Protocol: unix.IPPROTO_UDP, SrcIP: net.ParseIP(src), DstIP: net.ParseIP(dst), SrcPort: 40000, DstPort: dport},
+		Reverse: netlink.IPTuple{Protocol: unix.IPPROTO_UDP, SrcIP: net.ParseIP(replySrc), DstIP: net.ParseIP(src), SrcPort: rport, DstPort: 40000},
+	}
+}
+
+// After a UDP endpoint goes away, flows still pointing at it are deleted,
+// so clients do not keep sending into the void; flows to the remaining
+// endpoint are kept.
+func TestStaleUDPConntrackCleanup(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			env := newTestEnv(t, f, envConfig{})
+			ct := conntracktest.NewFake()
+			env.p.conntrack = ct
+			svc := makeService("ns1", "dns", func(s *v1.Service) {
+				s.Spec.ClusterIP = f.svc(10)
+				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0)}
+			})
+			slcs := []*discovery.EndpointSlice{makeSlice(f, "ns1", "dns", "dns-1", []discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP)},
+				ep{ip: f.rpod(1), node: "node2"}, ep{ip: f.rpod(2), node: "node2"})}
+			env.p.OnServiceAdd(svc)
+			env.p.OnEndpointSliceAdd(slcs[0])
+			env.start(t)
+
+			toGone := udpFlow(f.pod(9), f.svc(10), f.rpod(1), 53, 5353)
+			toKept := udpFlow(f.pod(9), f.svc(10), f.rpod(2), 53, 5353)
+			ct.AddEntries(toGone, toKept)
+			updateSlice(env.p, slcs, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[1:] })
+			env.sync(t)
+
+			deleted := ct.Deleted()
+			if len(deleted) != 1 || !deleted[0].Reverse.SrcIP.Equal(net.ParseIP(f.rpod(1))) {
+				t.Errorf("deleted flows %v, want only the one answered by %s", deleted, f.rpod(1))
+			}
+		})
+	}
+}
+
+func TestNewDualStackProxier(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	cfg := newTestConfig(envConfig{})
+	ipts := map[v1.IPFamily]utiliptables.Interface{v1.IPv4Protocol: iptablestest.NewFake(), v1.IPv6Protocol: iptablestest.NewIPv6Fake()}
+	dets := map[v1.IPFamily]proxyutil.LocalTrafficDetector{
+		v1.IPv4Protocol: proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"),
+		v1.IPv6Protocol: proxyutil.NewDetectLocalByCIDR("fd00:10::/64"),
+	}
+	ips := map[v1.IPFamily]net.IP{v1.IPv4Protocol: net.ParseIP("192.168.0.2"), v1.IPv6Protocol: net.ParseIP("fd00:192::2")}
+	sc := sysctltest.NewFake()
+
+	// initOnly: sysctls only, no provider.
+	p, err := NewDualStackProxierWithOptions(ctx, cfg, ipts, sc, dets, testNodeName, ips, nil, nil, true, WithoutMonitor())
+	if err != nil || p != nil {
+		t.Fatalf("initOnly: got (%v, %v), want (nil, nil)", p, err)
+	}
+	if v, _ := sc.GetSysctl(sysctlRouteLocalnet); v != 1 {
+		t.Errorf("initOnly did not set route_localnet")
+	}
+
+	p, err = NewDualStackProxierWithOptions(ctx, cfg, ipts, sc, dets, testNodeName, ips, nil, nil, false,
+		WithoutMonitor(), WithNFAcct(nil), WithServiceHealthServer(&recordingHealthServer{}), WithConntrack(conntracktest.NewFake()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both stacks, through the metaproxier: a dual-stack service and one
+	// slice per family.
+	svc := makeService("ns1", "svc1", func(s *v1.Service) {
+		s.Spec.ClusterIP = families[0].svc(1)
+		s.Spec.ClusterIPs = []string{families[0].svc(1), families[1].svc(1)}
+		s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		s.Spec.Ports = []v1.ServicePort{svcPort("p80", 80, v1.ProtocolTCP, 0)}
+	})
+	p.OnServiceAdd(svc)
+	for _, f := range families {
+		p.OnEndpointSliceAdd(makeSlice(f, "ns1", "svc1", "svc1-"+strings.ToLower(string(f.family)),
+			[]discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)}, ep{ip: f.rpod(1), node: "node2"}))
+	}
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	for i, f := range families {
+		ipt := ipts[f.family].(*iptablestest.FakeIPTables)
+		env := &testEnv{f: f, ipt: ipt}
+		outs, err := env.tracer(t).trace(f.fromPod(f.pod(9), f.svc(1), 80))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) != 1 || outs[0].dnat != f.hp(f.rpod(1), 8080) {
+			t.Errorf("stack %d (%s): %v", i, f.family, summary(outs))
+		}
+	}
+}
+
+func TestConstructorErrors(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	cfg := newTestConfig(envConfig{})
+	bad := newTestConfig(envConfig{})
+	bit := int32(40)
+	bad.IPTables.MasqueradeBit = &bit
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"nil config", func() error {
+			_, err := NewProxier(ctx, nil, v1.IPv4Protocol, iptablestest.NewFake(), sysctltest.NewFake(), nil, testNodeName, nil, nil, nil, false)
+			return err
+		}},
+		{"bad family", func() error {
+			_, err := NewProxier(ctx, cfg, "IPv5", iptablestest.NewFake(), sysctltest.NewFake(), nil, testNodeName, nil, nil, nil, false)
+			return err
+		}},
+		{"nil iptables", func() error {
+			_, err := NewProxier(ctx, cfg, v1.IPv4Protocol, nil, sysctltest.NewFake(), nil, testNodeName, nil, nil, nil, false)
+			return err
+		}},
+		{"masquerade bit out of range", func() error {
+			_, err := NewProxierWithOptions(ctx, bad, v1.IPv4Protocol, iptablestest.NewFake(), sysctltest.NewFake(), nil, testNodeName, nil, nil, nil, false, WithoutMonitor(), WithNFAcct(nil))
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		if err := tc.call(); err == nil {
+			t.Errorf("%s: expected an error", tc.name)
+		}
+	}
+}
+
+// Before both informers have synced, nothing is written: a partial view
+// would drop traffic for services not seen yet.
+func TestNoSyncBeforeInformersSynced(t *testing.T) {
+	f := families[0]
+	env := newTestEnv(t, f, envConfig{})
+	env.p.OnServiceAdd(f.stdService(nil))
+	env.p.OnServiceSynced()
+	if env.ipt.LastRestoreInput() != nil {
+		t.Fatalf("restored before endpoint slices synced:\n%s", env.ipt.LastRestoreInput())
+	}
+	env.p.OnEndpointSlicesSynced()
+	if env.ipt.LastRestoreInput() == nil {
+		t.Fatalf("no restore after both informers synced")
+	}
+}
+
+// Topology changes re-render every service (a full sync).
+func TestTopologyChangeForcesFullSync(t *testing.T) {
+	f := families[0]
+	env := setupScenario(t, f, scenario{services: []*v1.Service{f.stdService(nil)}, slices: []*discovery.EndpointSlice{f.stdSlice(
+		ep{ip: f.pod(1), node: testNodeName, zones: []string{"zone-a"}},
+		ep{ip: f.rpod(1), node: "node2", zones: []string{"zone-b"}},
+	)}})
+	env.sync(t)
+	if n := len(serviceChainsIn(env.restore[len(env.restore)-1])); n != 0 {
+		t.Fatalf("idle sync rewrote %d chains", n)
+	}
+	env.p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "zone-b"})
+	env.sync(t)
+	outs, err := env.tracer(t).trace(f.fromPod(f.pod(9), f.svc(1), 80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 1 || outs[0].dnat != f.hp(f.rpod(1), 8080) {
+		t.Errorf("after moving to zone-b: %v", summary(outs))
+	}
+}
+
+// cleanupLeftoversForFamily removes every chain and jump of ours, and
+// nothing else.
+func TestCleanupLeftoversFake(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			sc := representativeCluster(f)
+			env := setupScenario(t, f, sc)
+			// Someone else's rules must survive.
+			if _, err := env.ipt.EnsureChain(utiliptables.TableFilter, "OTHER"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.ipt.EnsureRule(utiliptables.Append, utiliptables.TableFilter, utiliptables.ChainInput, "-j", "OTHER"); err != nil {
+				t.Fatal(err)
+			}
+			_, ctx := ktesting.NewTestContext(t)
+			if cleanupLeftoversForFamily(ctx, env.ipt) {
+				t.Errorf("cleanup reported an error")
+			}
+			left := env.dump(t)
+			for _, l := range strings.Split(left, "\n") {
+				if strings.Contains(l, "KUBE-") && !strings.Contains(l, "KUBE-FIREWALL") {
+					t.Errorf("cleanup left %q", l)
+				}
+			}
+			if !strings.Contains(left, "-A INPUT -j OTHER") {
+				t.Errorf("cleanup removed a foreign rule:\n%s", left)
+			}
+		})
+	}
+}
