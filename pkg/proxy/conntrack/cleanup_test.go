@@ -205,7 +205,7 @@ func TestCleanStaleEntriesIPv6(t *testing.T) {
 	sct := proxy.NewServiceChangeTracker(v1.IPv6Protocol, nil, nil)
 	sct.Update(nil, &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "v6"},
-		Spec: v1.ServiceSpec{ClusterIP: "fd00::10", Ports: []v1.ServicePort{{Name: "u", Port: 53, Protocol: v1.ProtocolUDP}}},
+		Spec:       v1.ServiceSpec{ClusterIP: "fd00::10", Ports: []v1.ServicePort{{Name: "u", Port: 53, Protocol: v1.ProtocolUDP}}},
 	})
 	sm := proxy.ServicePortMap{}
 	sm.Update(sct)
