@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"maps"
 	"net"
 	"strings"
 	"testing"
@@ -211,5 +212,51 @@ func TestCleanupLeftoversFake(t *testing.T) {
 				t.Errorf("cleanup removed a foreign rule:\n%s", left)
 			}
 		})
+	}
+}
+
+// Jump rules are ensured once, never duplicated by later full syncs, and
+// put back when something removes one.
+func TestJumpRulesEnsured(t *testing.T) {
+	f := families[0]
+	env := setupScenario(t, f, scenario{services: []*v1.Service{f.stdService(nil)}, slices: []*discovery.EndpointSlice{f.stdSlice()}})
+	count := func() map[string]int {
+		n := map[string]int{}
+		for _, l := range strings.Split(env.dump(t), "\n") {
+			for _, j := range append(jumpRules, kubeletJumpRules...) {
+				if strings.HasPrefix(l, "-A "+string(j.srcChain)+" ") && strings.HasSuffix(l, "-j "+string(j.dstChain)) {
+					n[string(j.srcChain)+"->"+string(j.dstChain)]++
+					break // a line is one rule, even if two tables share its shape
+				}
+			}
+		}
+		return n
+	}
+	want := count()
+	// OUTPUT->KUBE-SERVICES exists in filter and in nat.
+	for k, v := range want {
+		if wantN := map[bool]int{true: 2, false: 1}[k == "OUTPUT->KUBE-SERVICES"]; v != wantN {
+			t.Errorf("jump %s present %d times, want %d", k, v, wantN)
+		}
+	}
+	if len(want) != 13 {
+		t.Errorf("found %d distinct jumps, want 13: %v", len(want), want)
+	}
+	for i := 0; i < 3; i++ {
+		env.p.forceSyncProxyRules()
+	}
+	if got := count(); !maps.Equal(got, want) {
+		t.Errorf("after repeated full syncs jumps are %v, want %v", got, want)
+	}
+	j := jumpRules[0]
+	if err := env.ipt.DeleteRule(j.table, j.srcChain, j.args()...); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got[string(j.srcChain)+"->"+string(j.dstChain)] != 0 {
+		t.Fatalf("rule not deleted: %v", got)
+	}
+	env.p.forceSyncProxyRules()
+	if got := count(); !maps.Equal(got, want) {
+		t.Errorf("after repair jumps are %v, want %v", got, want)
 	}
 }

@@ -130,6 +130,7 @@ type Proxier struct {
 	dispatch                  ruleBuf
 	restoreData               []byte
 	saveBuf                   bytesBuffer
+	natSaved                  bool // saveBuf holds this sync's nat save
 	probabilities             []string
 	nfacctReady               map[string]bool
 

@@ -96,6 +96,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	}
 
 	start := time.Now()
+	p.natSaved = false
 	doFullSync := p.needFullSync || (time.Since(p.lastFullSync) > proxyutil.FullSyncPeriod && !p.largeClusterMode)
 	family := string(p.ipFamily)
 	defer func() {
@@ -262,8 +263,13 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	// leftovers of an earlier process or of a failed sync. Partial syncs
 	// never need iptables-save.
 	if doFullSync && p.iptables != nil && p.dryRun == nil {
-		p.saveBuf.Reset()
-		if err := p.iptables.SaveInto(utiliptables.TableNAT, &p.saveBuf); err != nil {
+		var err error
+		if !p.natSaved {
+			p.saveBuf.Reset()
+			err = p.iptables.SaveInto(utiliptables.TableNAT, &p.saveBuf)
+		}
+		p.natSaved = false
+		if err != nil {
 			p.logger.Error(err, "Failed to execute iptables-save: stale chains will not be deleted")
 		} else {
 			existing := utiliptables.GetChainsFromTable(p.saveBuf.Bytes())
@@ -469,8 +475,33 @@ func compareServicePortName(a, b proxy.ServicePortName) int {
 
 // ensureJumpRules creates our top-level chains and the jumps to them from
 // the builtin chains. Requires p.mu.
+//
+// Each Ensure* is one or two iptables executions, ~30 per full sync. So the
+// current rules are read first (two iptables-save runs, whose nat output the
+// stale-chain scan reuses) and only what looks missing is ensured. A rule
+// that only looks missing costs an EnsureRule, which checks exactly; a
+// rule is never skipped unless a rule with the same target, comment and
+// ctstate is present.
 func (p *Proxier) ensureJumpRules() error {
+	present := map[utiliptables.Table]*tableState{}
+	for _, table := range [...]utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
+		var buf bytes.Buffer
+		if err := p.iptables.SaveInto(table, &buf); err != nil {
+			p.logger.V(2).Info("iptables-save failed, ensuring every jump rule", "table", table, "err", err)
+			present = nil
+			break
+		}
+		if table == utiliptables.TableNAT {
+			p.saveBuf.Reset()
+			p.saveBuf.Write(buf.Bytes())
+			p.natSaved = true
+		}
+		present[table] = parseTableState(buf.Bytes())
+	}
 	for _, j := range append(slices.Clip(jumpRules), kubeletJumpRules...) {
+		if st := present[j.table]; st != nil && st.chains.Has(j.dstChain) && st.hasJump(j) {
+			continue
+		}
 		if _, err := p.iptables.EnsureChain(j.table, j.dstChain); err != nil {
 			return fmt.Errorf("ensuring chain %s/%s: %w", j.table, j.dstChain, err)
 		}
@@ -479,6 +510,87 @@ func (p *Proxier) ensureJumpRules() error {
 		}
 	}
 	return nil
+}
+
+// tableState is what ensureJumpRules needs to know of a saved table.
+type tableState struct {
+	chains sets.Set[utiliptables.Chain]
+	// rules of builtin chains, split into words
+	rules map[utiliptables.Chain][][]string
+}
+
+func parseTableState(save []byte) *tableState {
+	st := &tableState{chains: utiliptables.GetChainsFromTable(save), rules: map[utiliptables.Chain][][]string{}}
+	for _, line := range bytes.Split(save, []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("-A ")) {
+			continue
+		}
+		words := splitRuleWords(string(line))
+		if len(words) < 2 {
+			continue
+		}
+		switch c := utiliptables.Chain(words[1]); c {
+		case utiliptables.ChainInput, utiliptables.ChainOutput, utiliptables.ChainForward, utiliptables.ChainPrerouting, utiliptables.ChainPostrouting:
+			st.rules[c] = append(st.rules[c], words[2:])
+		}
+	}
+	return st
+}
+
+// hasJump reports whether the source chain has a rule jumping to j's
+// target with j's comment and ctstate match.
+func (st *tableState) hasJump(j jumpRule) bool {
+	for _, w := range st.rules[j.srcChain] {
+		if wordAfter(w, "-j") != string(j.dstChain) {
+			continue
+		}
+		if j.comment != "" && wordAfter(w, "--comment") != j.comment {
+			continue
+		}
+		if ct := wordAfter(j.extraArgs, "--ctstate"); ct != "" && (wordAfter(w, "--ctstate") != ct || slices.Contains(w, "!")) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+func wordAfter(words []string, flag string) string {
+	for i := 0; i+1 < len(words); i++ {
+		if words[i] == flag {
+			return words[i+1]
+		}
+	}
+	return ""
+}
+
+// splitRuleWords splits an iptables-save line into words, removing the
+// double quotes around words that contain spaces.
+func splitRuleWords(line string) []string {
+	var words []string
+	var cur []byte
+	inQuote, inWord := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '"':
+			inQuote, inWord = !inQuote, true
+		case c == '\\' && inQuote && i+1 < len(line):
+			i++
+			cur = append(cur, line[i])
+		case (c == ' ' || c == '\t') && !inQuote:
+			if inWord {
+				words = append(words, string(cur))
+				cur, inWord = cur[:0], false
+			}
+		default:
+			cur, inWord = append(cur, c), true
+		}
+	}
+	if inWord {
+		words = append(words, string(cur))
+	}
+	return words
 }
 
 func (p *Proxier) writeDryRun(data []byte, full bool) error {
