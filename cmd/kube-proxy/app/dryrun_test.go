@@ -16,8 +16,41 @@ import (
 )
 
 // The whole binary path in-process, without privileges: manifests in, informers,
-// the iptables proxier in dry-run mode, rules out.
+// the proxier in dry-run mode, rules out.
 func TestDryRunFromManifests(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want []string
+	}{
+		{"iptables", []string{
+			"# kube-proxy --dry-run: IPv4, iptables-restore input",
+			"# kube-proxy --dry-run: IPv6, iptables-restore input",
+			`"demo/web:http cluster IP" -m tcp -p tcp -d 10.96.0.10 --dport 80`,
+			"198.19.1.10:8080",
+			"--dport 30443",                       // the NodePort
+			"-d 198.18.100.1",                     // the load balancer IP
+			"-d fd00:10:96::14",                   // the dual-stack Service's IPv6 cluster IP
+			"kube-system/kube-dns:dns cluster IP", // from the JSON List
+			"COMMIT",
+		}},
+		{"nftables", []string{
+			"# kube-proxy --dry-run: IPv4, nft script",
+			"# kube-proxy --dry-run: IPv6, nft script",
+			"table ip kube-proxy",
+			"table ip6 kube-proxy",
+			"10.96.0.10",
+			"198.19.1.10",
+			"30443",
+			"198.18.100.1",
+			"fd00:10:96::14",
+			"kube-system/kube-dns",
+		}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) { testDryRun(t, tc.mode, tc.want) })
+	}
+}
+
+func testDryRun(t *testing.T, mode string, wants []string) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
@@ -25,7 +58,7 @@ func TestDryRunFromManifests(t *testing.T) {
 	o, err := parseAndComplete(t, []string{
 		"--manifests=" + filepath.Join("..", "..", "..", "examples", "cluster"),
 		"--hostname-override=node-1",
-		"--proxy-mode=iptables",
+		"--proxy-mode=" + mode,
 		"--cluster-cidr=198.19.0.0/16,fd00:1::/48",
 		"--dry-run",
 	})
@@ -43,21 +76,12 @@ func TestDryRunFromManifests(t *testing.T) {
 	if err := s.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if s.Config.Mode != kubeproxyconfig.ProxyModeIPTables {
+	if s.Config.Mode != kubeproxyconfig.ProxyMode(mode) {
 		t.Fatalf("mode %s", s.Config.Mode)
 	}
 	text := out.String()
-	for _, want := range []string{
-		"# kube-proxy --dry-run: IPv4, iptables-restore input",
-		"# kube-proxy --dry-run: IPv6, iptables-restore input",
-		`"demo/web:http cluster IP" -m tcp -p tcp -d 10.96.0.10 --dport 80`,
-		"198.19.1.10:8080",
-		"--dport 30443",                       // the NodePort
-		"-d 198.18.100.1",                     // the load balancer IP
-		"-d fd00:10:96::14",                   // the dual-stack Service's IPv6 cluster IP
-		"kube-system/kube-dns:dns cluster IP", // from the JSON List
-		"COMMIT",
-	} {
+	for _, want := range wants {
+
 		if !strings.Contains(text, want) {
 			t.Errorf("dry-run output lacks %q", want)
 		}

@@ -13,15 +13,6 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/apis/config/loader"
 )
 
-func init() {
-	// The nftables backend registers itself once it is in the tree; until then
-	// these option tests, which never build a proxier, still need the mode to pass
-	// validation.
-	if _, ok := proxierFactories[kubeproxyconfig.ProxyModeNFTables]; !ok {
-		proxierFactories[kubeproxyconfig.ProxyModeNFTables] = nil
-	}
-}
-
 // parseAndComplete runs the flag and config handling the command runs, without
 // starting anything.
 func parseAndComplete(t *testing.T, args []string) (*Options, error) {
