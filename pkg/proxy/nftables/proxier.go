@@ -359,7 +359,14 @@ func (p *Proxier) OnServiceCIDRsChanged(cidrs []string) {
 			p.logger.Error(err, "Ignoring invalid ServiceCIDR", "cidr", cidr)
 			continue
 		}
-		if (p.ipFamily == v1.IPv4Protocol) == (n.IP.To4() != nil) {
+		isV4 := len(n.Mask) == net.IPv4len
+		if !isV4 && n.IP.To4() != nil {
+			// IPv4-mapped IPv6 ranges are not valid ServiceCIDRs and print
+			// as IPv4, which neither family's rules accept.
+			p.logger.Error(nil, "Ignoring IPv4-mapped IPv6 ServiceCIDR", "cidr", cidr)
+			continue
+		}
+		if (p.ipFamily == v1.IPv4Protocol) == isV4 {
 			mine = append(mine, n.String())
 		}
 	}
