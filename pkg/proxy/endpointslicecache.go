@@ -36,6 +36,9 @@ type EndpointSliceCache struct {
 
 	mu                  sync.Mutex
 	trackerByServiceMap map[types.NamespacedName]*endpointSliceTracker
+	// pendingServices names the trackers with pending slices, so that a
+	// sync costs O(changes), not O(services).
+	pendingServices sets.Set[types.NamespacedName]
 }
 
 // endpointSliceTracker is the per-Service state of the cache.
@@ -65,6 +68,7 @@ func NewEndpointSliceCache(nodeName string, makeEndpointInfo makeEndpointFunc) *
 		nodeName:            nodeName,
 		logger:              klog.Background().WithName("endpointslice-cache"),
 		trackerByServiceMap: map[types.NamespacedName]*endpointSliceTracker{},
+		pendingServices:     sets.New[types.NamespacedName](),
 	}
 }
 
@@ -123,6 +127,7 @@ func (cache *EndpointSliceCache) updatePending(slice *discovery.EndpointSlice, r
 		cache.trackerByServiceMap[serviceKey] = tracker
 	}
 	tracker.pending[sliceKey] = &endpointSliceData{endpointSlice: slice, remove: remove}
+	cache.pendingServices.Insert(serviceKey)
 	return true
 }
 
@@ -132,9 +137,10 @@ func (cache *EndpointSliceCache) checkoutChanges() map[types.NamespacedName]*end
 	cache.mu.Lock()
 	defer cache.mu.Unlock()
 
-	changes := make(map[types.NamespacedName]*endpointsChange)
-	for serviceNN, tracker := range cache.trackerByServiceMap {
-		if len(tracker.pending) == 0 {
+	changes := make(map[types.NamespacedName]*endpointsChange, len(cache.pendingServices))
+	for serviceNN := range cache.pendingServices {
+		tracker := cache.trackerByServiceMap[serviceNN]
+		if tracker == nil || len(tracker.pending) == 0 {
 			continue
 		}
 		for name, data := range tracker.pending {
@@ -153,6 +159,9 @@ func (cache *EndpointSliceCache) checkoutChanges() map[types.NamespacedName]*end
 			delete(cache.trackerByServiceMap, serviceNN)
 		}
 	}
+	// Reallocate rather than clear: clearing costs the map's peak capacity,
+	// which after the initial sync is every service.
+	cache.pendingServices = sets.New[types.NamespacedName]()
 	return changes
 }
 

@@ -206,7 +206,9 @@ func (sm ServicePortMap) Update(sct *ServiceChangeTracker) UpdateServiceMapResul
 			}
 		}
 	}
-	clear(sct.items)
+	// Reallocate rather than clear: clearing costs the map's peak capacity,
+	// which after the initial sync is every service.
+	sct.items = map[types.NamespacedName]*serviceChange{}
 	setServiceChangesPending(0)
 	return result
 }
