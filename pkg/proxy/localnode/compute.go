@@ -1,0 +1,292 @@
+package localnode
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"reflect"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+)
+
+// EndpointLocation is implemented by proxy.Endpoint values that know the node and zone
+// they run in (the brain's own endpoints do not; see Locations). Compute copies them into
+// Endpoint.NodeName and Endpoint.Zone when present.
+type EndpointLocation interface {
+	NodeName() string
+	Zone() string
+}
+
+// Compute returns the State of family for the node nodeName with topologyLabels (only
+// topology.kubernetes.io/zone matters), from the brain's maps. Each service port's
+// endpoints are chosen by proxy.CategorizeEndpoints.
+//
+// Ports of the other family, and endpoints whose address does not parse, are left out with
+// a log line. Compute does not modify the maps.
+func Compute(ctx context.Context, family Family, services proxy.ServicePortMap, endpoints proxy.EndpointsMap, nodeName string, topologyLabels map[string]string) *State {
+	return NewComputer(family).Compute(ctx, services, endpoints, nodeName, topologyLabels)
+}
+
+// Computer computes successive States of one family, reusing the result for every
+// service port whose ServicePort and endpoint list are the very same values as in the
+// previous call. The brain's maps replace a port's values whenever it changes and never
+// modify them in place, so after one change at 10k services only that one port is
+// recomputed. Callers that mutate map values in place must use Compute instead.
+//
+// A Computer is not safe for concurrent use.
+type Computer struct {
+	family Family
+
+	nodeName string
+	zone     string
+	cache    map[proxy.ServicePortName]*cached
+	// order is the cache sorted by name; rebuilt only when the set of ports changes.
+	order []*cached
+	pass  uint64
+}
+
+type cached struct {
+	// port and eps identify the inputs the result was computed from.
+	port proxy.ServicePort
+	eps  *proxy.Endpoint
+	neps int
+	seen uint64
+	svc  Service
+}
+
+// NewComputer returns a Computer for family.
+func NewComputer(family Family) *Computer {
+	return &Computer{family: family, cache: map[proxy.ServicePortName]*cached{}}
+}
+
+// Compute is the package-level Compute with reuse of unchanged ports. The returned State
+// shares slices with earlier and later States: treat all of them as read-only.
+func (c *Computer) Compute(ctx context.Context, services proxy.ServicePortMap, endpoints proxy.EndpointsMap, nodeName string, topologyLabels map[string]string) *State {
+	logger := klog.FromContext(ctx)
+	zone := topologyLabels[v1.LabelTopologyZone]
+	if nodeName != c.nodeName || zone != c.zone {
+		clear(c.cache)
+		c.order = c.order[:0]
+		c.nodeName, c.zone = nodeName, zone
+	}
+	c.pass++
+	membershipChanged := false
+	for spn, sp := range services {
+		if sp == nil {
+			continue
+		}
+		eps := endpoints[spn]
+		var first *proxy.Endpoint
+		if len(eps) > 0 {
+			first = &eps[0]
+		}
+		e := c.cache[spn]
+		if e != nil && reusable(e.port, sp) && e.eps == first && e.neps == len(eps) {
+			e.seen = c.pass
+			continue
+		}
+		svc, ok := c.convert(logger, spn, sp, eps, topologyLabels)
+		if !ok {
+			if e != nil {
+				delete(c.cache, spn)
+				membershipChanged = true
+			}
+			continue
+		}
+		if e == nil {
+			e = &cached{}
+			c.cache[spn] = e
+			membershipChanged = true
+		}
+		*e = cached{port: sp, eps: first, neps: len(eps), seen: c.pass, svc: svc}
+	}
+	for spn, e := range c.cache {
+		if e.seen != c.pass {
+			delete(c.cache, spn)
+			membershipChanged = true
+		}
+	}
+	if membershipChanged || len(c.order) != len(c.cache) {
+		c.order = c.order[:0]
+		for _, e := range c.cache {
+			c.order = append(c.order, e)
+		}
+		slices.SortFunc(c.order, func(a, b *cached) int { return a.svc.Name.Compare(b.svc.Name) })
+	}
+	st := &State{Family: c.family, Services: make([]Service, len(c.order))}
+	for i, e := range c.order {
+		st.Services[i] = e.svc
+	}
+	return st
+}
+
+// reusable reports whether a cached result for old still holds for cur: they must be the
+// same pointer. Values of other kinds are never reused, since comparing them could panic
+// or miss an in-place change.
+func reusable(old, cur proxy.ServicePort) bool {
+	if old == nil || reflect.TypeOf(cur).Kind() != reflect.Pointer {
+		return false
+	}
+	return old == cur
+}
+
+func (c *Computer) convert(logger klog.Logger, spn proxy.ServicePortName, sp proxy.ServicePort, eps []proxy.Endpoint, topologyLabels map[string]string) (Service, bool) {
+	name := PortName{Namespace: spn.Namespace, Name: spn.Name, Port: spn.Port, Protocol: Protocol(spn.Protocol)}
+	clusterIP, ok := c.addr(sp.ClusterIP())
+	if !ok {
+		logger.Error(nil, "Skipping service port whose cluster IP is not of this family", "servicePort", name.String(),
+			"clusterIP", sp.ClusterIP().String(), "family", c.family)
+		return Service{}, false
+	}
+	if sp.Port() <= 0 || sp.Port() > 65535 {
+		logger.Error(nil, "Skipping service port with an invalid port number", "servicePort", name.String(), "port", sp.Port())
+		return Service{}, false
+	}
+	p := ServicePort{
+		Name:            name,
+		ClusterIP:       clusterIP,
+		Port:            uint16(sp.Port()),
+		NodePort:        port16(sp.NodePort()),
+		SessionAffinity: Affinity(sp.SessionAffinityType()),
+		InternalPolicy:  PolicyCluster,
+		ExternalPolicy:  PolicyCluster,
+		// Health checks only mean something for Local external policy, where the brain
+		// has already validated the port.
+		HealthCheckNodePort: port16(sp.HealthCheckNodePort()),
+	}
+	if p.SessionAffinity == "" {
+		p.SessionAffinity = AffinityNone
+	}
+	if p.SessionAffinity == AffinityClientIP {
+		p.AffinityTimeout = time.Duration(sp.StickyMaxAgeSeconds()) * time.Second
+	}
+	if sp.InternalPolicyLocal() {
+		p.InternalPolicy = PolicyLocal
+	}
+	if sp.ExternalPolicyLocal() {
+		p.ExternalPolicy = PolicyLocal
+	}
+	p.ExternalIPs = c.addrs(sp.ExternalIPs())
+	p.LoadBalancerVIPs = c.addrs(sp.LoadBalancerVIPs())
+	for _, n := range sp.LoadBalancerSourceRanges() {
+		if pfx, ok := c.prefix(n); ok {
+			p.SourceRanges = append(p.SourceRanges, pfx)
+		}
+	}
+	p.Normalize()
+
+	svc := Service{ServicePort: p}
+	cluster, local, all, hasAny := proxy.CategorizeEndpoints(eps, sp, c.nodeName, topologyLabels)
+	svc.HasAnyEndpoints = hasAny
+	if len(all) == 0 {
+		return svc, true
+	}
+	inCluster := membership(cluster, all)
+	inLocal := membership(local, all)
+	svc.Endpoints = make([]Endpoint, 0, len(all))
+	for _, ep := range all {
+		ip, err := netip.ParseAddr(ep.IP())
+		if err != nil || !c.ofFamily(ip.Unmap()) {
+			logger.Error(err, "Skipping endpoint with an address that is invalid or of another family", "servicePort", name.String(),
+				"endpoint", ep.String(), "family", c.family)
+			continue
+		}
+		if ep.Port() <= 0 || ep.Port() > 65535 {
+			logger.Error(nil, "Skipping endpoint with an invalid port number", "servicePort", name.String(), "endpoint", ep.String())
+			continue
+		}
+		out := Endpoint{
+			IP:          ip.Unmap(),
+			Port:        uint16(ep.Port()),
+			Ready:       ep.IsReady(),
+			Serving:     ep.IsServing(),
+			Terminating: ep.IsTerminating(),
+			Local:       ep.IsLocal(),
+			ForCluster:  inCluster(ep),
+			ForLocal:    inLocal(ep),
+		}
+		if loc, ok := ep.(EndpointLocation); ok {
+			out.NodeName, out.Zone = loc.NodeName(), loc.Zone()
+		}
+		svc.Endpoints = append(svc.Endpoints, out)
+	}
+	slices.SortFunc(svc.Endpoints, Endpoint.Compare)
+	svc.Endpoints = slices.CompactFunc(svc.Endpoints, func(a, b Endpoint) bool { return a.Compare(b) == 0 })
+	return svc, true
+}
+
+// membership returns a test for "ep is in sub", where sub is a subset of all as returned
+// by CategorizeEndpoints. The common cases (sub is all, or empty) need no lookup table.
+func membership(sub, all []proxy.Endpoint) func(proxy.Endpoint) bool {
+	switch {
+	case len(sub) == 0:
+		return func(proxy.Endpoint) bool { return false }
+	case len(sub) == len(all):
+		return func(proxy.Endpoint) bool { return true }
+	}
+	set := make(map[string]struct{}, len(sub))
+	for _, ep := range sub {
+		set[ep.String()] = struct{}{}
+	}
+	return func(ep proxy.Endpoint) bool {
+		_, ok := set[ep.String()]
+		return ok
+	}
+}
+
+func (c *Computer) ofFamily(a netip.Addr) bool {
+	return a.IsValid() && a.Is4() == (c.family == IPv4)
+}
+
+func (c *Computer) addr(ip net.IP) (netip.Addr, bool) {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	a = a.Unmap()
+	return a, c.ofFamily(a)
+}
+
+func (c *Computer) addrs(ips []net.IP) []netip.Addr {
+	if len(ips) == 0 {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(ips))
+	for _, ip := range ips {
+		if a, ok := c.addr(ip); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (c *Computer) prefix(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := c.addr(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, bits := n.Mask.Size()
+	if bits == 0 {
+		return netip.Prefix{}, false
+	}
+	// A 4-byte mask on an IPv4 address reads the same as a 16-byte one once unmapped.
+	if a.Is4() && bits == 128 {
+		ones -= 96
+	}
+	return netip.PrefixFrom(a, ones).Masked(), true
+}
+
+func port16(p int) uint16 {
+	if p <= 0 || p > 65535 {
+		return 0
+	}
+	return uint16(p)
+}

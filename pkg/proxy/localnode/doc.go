@@ -1,0 +1,17 @@
+// Package localnode is the node-local view of Kubernetes services that a service proxy
+// programs: for one node and one IP family, every service port with the endpoints this node
+// may send its traffic to.
+//
+// The types are plain Go values (netip addresses, strings, bools) so a backend, or a test,
+// can build them by hand without Kubernetes API objects. Compute and Computer derive them
+// from the brain's ServicePortMap and EndpointsMap; the choice of endpoints (topology hints,
+// internal and external traffic policy, falling back to serving-terminating endpoints) is
+// made by proxy.CategorizeEndpoints, so a library backend sends traffic exactly where the
+// built-in proxiers would.
+//
+// A State is canonical: services are sorted by name and endpoints by address, so two States
+// describing the same thing are Equal and have the same Digest.
+//
+// Allowed imports: the brain (k8s.io/kube-proxy/pkg/proxy), the standard library and
+// k8s.io/{api,apimachinery,klog}. No backend.
+package localnode

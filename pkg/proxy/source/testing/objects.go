@@ -1,0 +1,167 @@
+// Package testing builds the Kubernetes objects that sources deliver (Services,
+// EndpointSlices, Nodes) from compact arguments, for tests of proxies written with this
+// library. The objects are complete enough for the brain: cluster IPs, families, ports and
+// conditions are set the way the API server would default them.
+//
+// Allowed imports: the standard library and k8s.io/{api,apimachinery,utils}.
+package testing
+
+import (
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Service returns a ClusterIP Service with one TCP port named "http" (port 80, target
+// 8080) on each of clusterIPs, then applies every mutate in order.
+func Service(namespace, name string, clusterIPs []string, mutate ...func(*v1.Service)) *v1.Service {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: "1"},
+		Spec: v1.ServiceSpec{
+			Type:            v1.ServiceTypeClusterIP,
+			SessionAffinity: v1.ServiceAffinityNone,
+			Ports:           []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
+		},
+	}
+	if len(clusterIPs) > 0 {
+		svc.Spec.ClusterIP = clusterIPs[0]
+		svc.Spec.ClusterIPs = append([]string(nil), clusterIPs...)
+		for _, ip := range clusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() {
+				svc.Spec.IPFamilies = append(svc.Spec.IPFamilies, v1.IPv6Protocol)
+			} else {
+				svc.Spec.IPFamilies = append(svc.Spec.IPFamilies, v1.IPv4Protocol)
+			}
+		}
+	}
+	for _, m := range mutate {
+		m(svc)
+	}
+	return svc
+}
+
+// Ports replaces the Service's ports.
+func Ports(ports ...v1.ServicePort) func(*v1.Service) {
+	return func(s *v1.Service) { s.Spec.Ports = ports }
+}
+
+// NodePort makes the Service a NodePort service with node port np on its first port.
+func NodePort(np int32) func(*v1.Service) {
+	return func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
+		s.Spec.Ports[0].NodePort = np
+	}
+}
+
+// LoadBalancer makes the Service a LoadBalancer with node port np and ingress IPs vips.
+func LoadBalancer(np int32, vips ...string) func(*v1.Service) {
+	return func(s *v1.Service) {
+		NodePort(np)(s)
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Status.LoadBalancer.Ingress = nil
+		for _, ip := range vips {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: ip})
+		}
+	}
+}
+
+// ExternalLocal sets externalTrafficPolicy Local, with health check node port hc.
+func ExternalLocal(hc int32) func(*v1.Service) {
+	return func(s *v1.Service) {
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = hc
+	}
+}
+
+// InternalLocal sets internalTrafficPolicy Local.
+func InternalLocal() func(*v1.Service) {
+	return func(s *v1.Service) { s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal) }
+}
+
+// ClientIPAffinity sets ClientIP session affinity with timeout seconds.
+func ClientIPAffinity(seconds int32) func(*v1.Service) {
+	return func(s *v1.Service) {
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To(seconds)}}
+	}
+}
+
+// ExternalIPs sets spec.externalIPs.
+func ExternalIPs(ips ...string) func(*v1.Service) {
+	return func(s *v1.Service) { s.Spec.ExternalIPs = ips }
+}
+
+// Endpoint returns a ready, serving, non-terminating endpoint at ip on node (empty for
+// none), then applies mutate.
+func Endpoint(ip, node string, mutate ...func(*discovery.Endpoint)) discovery.Endpoint {
+	ep := discovery.Endpoint{
+		Addresses:  []string{ip},
+		Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+	}
+	if node != "" {
+		ep.NodeName = ptr.To(node)
+	}
+	for _, m := range mutate {
+		m(&ep)
+	}
+	return ep
+}
+
+// Terminating marks an endpoint terminating and not ready; serving says whether it still
+// serves.
+func Terminating(serving bool) func(*discovery.Endpoint) {
+	return func(e *discovery.Endpoint) {
+		e.Conditions = discovery.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(serving), Terminating: ptr.To(true)}
+	}
+}
+
+// NotReady marks an endpoint not ready and not serving (a failing readiness probe).
+func NotReady() func(*discovery.Endpoint) {
+	return func(e *discovery.Endpoint) {
+		e.Conditions = discovery.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)}
+	}
+}
+
+// Zone sets the endpoint's zone and, when hints is true, a zone hint for the same zone.
+func Zone(zone string, hints bool) func(*discovery.Endpoint) {
+	return func(e *discovery.Endpoint) {
+		e.Zone = ptr.To(zone)
+		if hints {
+			e.Hints = &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: zone}}}
+		}
+	}
+}
+
+// EndpointSlice returns slice sliceName of Service namespace/service with one port
+// (portName, TCP, port) and the given endpoints; the address type follows the first
+// endpoint's address.
+func EndpointSlice(namespace, service, sliceName, portName string, port int32, endpoints ...discovery.Endpoint) *discovery.EndpointSlice {
+	at := discovery.AddressTypeIPv4
+	if len(endpoints) > 0 && len(endpoints[0].Addresses) > 0 {
+		if a, err := netip.ParseAddr(endpoints[0].Addresses[0]); err == nil && a.Is6() {
+			at = discovery.AddressTypeIPv6
+		}
+	}
+	return &discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: sliceName, ResourceVersion: "1",
+			Labels: map[string]string{discovery.LabelServiceName: service},
+		},
+		AddressType: at,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To(portName), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To(port)}},
+		Endpoints:   endpoints,
+	}
+}
+
+// Node returns a Node named name in zone (no zone label when empty).
+func Node(name, zone string) *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{"kubernetes.io/hostname": name}}}
+	if zone != "" {
+		n.Labels[v1.LabelTopologyZone] = zone
+	}
+	return n
+}
