@@ -10,6 +10,22 @@
 // error); large transactions are cut into bounded chunks at safe boundaries
 // (plan.go); stale chains are flushed at once and deleted a sync later.
 //
+// Deliberate differences from upstream's generated rules (packet behaviour
+// is the same):
+//   - A policy chain balances over up to 64 endpoints with one rule per
+//     endpoint ("numgen random mod K 0 ... dnat to ep", K = n-i, which picks
+//     each endpoint with probability 1/n) instead of one numgen map. Every map
+//     is an anonymous set, and the kernel looks sets up by walking the table's
+//     set list, so thousands of them make loading quadratic. Larger endpoint
+//     sets still use the map.
+//   - A ServiceCIDR change rewrites the cluster-ips-check chain in the next
+//     partial sync instead of waiting for a full sync.
+//
+// Dry run: NewDryRunProxier returns a Proxier that writes every transaction
+// it would run (nft -f syntax) to an io.Writer and applies it to a knftables
+// fake instead of the kernel; DryRunInterface is the wrapper that does this
+// and can wrap any knftables.Interface.
+//
 // Allowed imports: the brain (k8s.io/kube-proxy/pkg/proxy and its
 // config, conntrack, healthcheck, metrics, runner, util, apis/config),
 // pkg/features, pkg/proxy/localnodeportproxy, pkg/proxy/metaproxier,

@@ -422,7 +422,8 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	if doFullSync {
 		clear(p.synced)
 		p.noLocalInternal, p.noLocalExternal = 0, 0
-	} else {
+	} else if serviceUpdateResult.UpdatedServices.Len() > 0 {
+		// Only Service changes can remove service ports.
 		for name, ss := range p.synced {
 			if _, ok := p.svcPortMap[name]; !ok {
 				in.removed = append(in.removed, ss.owner)
