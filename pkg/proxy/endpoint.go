@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -85,6 +86,37 @@ func newBaseEndpointInfo(ip string, port int, isLocal, ready, serving, terminati
 		ip:          ip,
 		port:        port,
 		endpoint:    net.JoinHostPort(ip, strconv.Itoa(port)),
+		isLocal:     isLocal,
+		ready:       ready,
+		serving:     serving,
+		terminating: terminating,
+		zoneHints:   zoneHints,
+		nodeHints:   nodeHints,
+	}
+}
+
+// newBaseEndpointInfoFromAddr is newBaseEndpointInfo for the conversion hot
+// path: the IP and "ip:port" strings share one allocation.
+func newBaseEndpointInfoFromAddr(addr netip.Addr, port int, isLocal, ready, serving, terminating bool, zoneHints, nodeHints sets.Set[string]) *BaseEndpointInfo {
+	var buf [64]byte
+	b := buf[:0]
+	start := 0
+	if addr.Is6() {
+		b = append(b, '[')
+		start = 1
+	}
+	b = addr.AppendTo(b)
+	end := len(b)
+	if addr.Is6() {
+		b = append(b, ']')
+	}
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(port), 10)
+	endpoint := string(b)
+	return &BaseEndpointInfo{
+		ip:          endpoint[start:end],
+		port:        port,
+		endpoint:    endpoint,
 		isLocal:     isLocal,
 		ready:       ready,
 		serving:     serving,

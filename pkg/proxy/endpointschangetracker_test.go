@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -647,5 +648,36 @@ func TestEndpointsMapUpdateNilTracker(t *testing.T) {
 	res := em.Update(nil)
 	if res.UpdatedServices == nil || res.LastChangeTriggerTimes == nil || res.ConntrackCleanupRequired {
 		t.Errorf("unexpected result for nil tracker: %+v", res)
+	}
+}
+
+func TestNewBaseEndpointInfoFromAddr(t *testing.T) {
+	tests := []struct {
+		in       string
+		ok       bool
+		ip, full string
+	}{
+		{"10.0.0.1", true, "10.0.0.1", "10.0.0.1:8080"},
+		{"010.000.000.001", true, "10.0.0.1", "10.0.0.1:8080"},
+		{"::ffff:10.0.0.1", true, "10.0.0.1", "10.0.0.1:8080"},
+		{"FD00:0::1", true, "fd00::1", "[fd00::1]:8080"},
+		{"fe80::1%eth0", false, "", ""},
+		{"", false, "", ""},
+		{"1.2.3", false, "", ""},
+	}
+	for _, tc := range tests {
+		addr, ok := parseEndpointIP(tc.in)
+		if ok != tc.ok {
+			t.Errorf("parseEndpointIP(%q) ok = %v, want %v", tc.in, ok, tc.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		info := newBaseEndpointInfoFromAddr(addr, 8080, false, true, true, false, nil, nil)
+		legacy := newBaseEndpointInfo(tc.ip, 8080, false, true, true, false, nil, nil)
+		if info.IP() != tc.ip || info.String() != tc.full || !reflect.DeepEqual(info, legacy) {
+			t.Errorf("%q: got %q / %q, want %q / %q", tc.in, info.IP(), info.String(), tc.ip, tc.full)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -250,8 +251,8 @@ func (cache *EndpointSliceCache) addEndpoints(slice *discovery.EndpointSlice, sp
 				"field", "endpoints["+strconv.Itoa(i)+"].addresses")
 			continue
 		}
-		ip := netutils.ParseIPSloppy(endpoint.Addresses[0])
-		if ip == nil || (ip.To4() == nil) != wantIPv6 {
+		ip, ok := parseEndpointIP(endpoint.Addresses[0])
+		if !ok || ip.Is6() != wantIPv6 {
 			cache.logger.Error(nil, "Ignoring EndpointSlice endpoint with an address that is invalid or not of the slice's address type",
 				"endpointSlice", klog.KObj(slice), "field", "endpoints["+strconv.Itoa(i)+"].addresses[0]",
 				"value", endpoint.Addresses[0], "addressType", slice.AddressType)
@@ -279,7 +280,7 @@ func (cache *EndpointSliceCache) addEndpoints(slice *discovery.EndpointSlice, sp
 			}
 		}
 
-		info := newBaseEndpointInfo(ip.String(), portNum, isLocal, ready, serving, terminating, zoneHints, nodeHints)
+		info := newBaseEndpointInfoFromAddr(ip, portNum, isLocal, ready, serving, terminating, zoneHints, nodeHints)
 		// The same IP can appear twice: while an endpoint moves between
 		// slices (either copy will do; the next update settles it), or when a
 		// new pod reuses a terminating pod's IP, where the live pod must win.
@@ -287,6 +288,25 @@ func (cache *EndpointSliceCache) addEndpoints(slice *discovery.EndpointSlice, sp
 			set[info.String()] = cache.makeEndpointInfo(info, spn)
 		}
 	}
+}
+
+// parseEndpointIP parses an endpoint address as the API server's validation
+// does (leading zeros tolerated in IPv4 for compatibility), returning IPv4
+// and IPv4-mapped IPv6 addresses as IPv4. Scoped addresses are rejected:
+// a zone cannot be programmed into any proxier's rules.
+func parseEndpointIP(s string) (netip.Addr, bool) {
+	addr, err := netip.ParseAddr(s)
+	if err != nil {
+		ip := netutils.ParseIPSloppy(s)
+		if ip == nil {
+			return netip.Addr{}, false
+		}
+		addr, _ = netip.AddrFromSlice(ip)
+	}
+	if addr.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return addr.Unmap(), true
 }
 
 // isIPv6Family reports whether family is the IPv6 family.
