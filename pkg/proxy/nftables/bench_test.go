@@ -131,6 +131,35 @@ func BenchmarkFullSync(b *testing.B) {
 	}
 }
 
+// BenchmarkFullSyncUpstreamShape is the same cold start with upstream's rule
+// shapes (a numgen map per service) in one transaction, as a baseline measured
+// in the same run on the same machine.
+func BenchmarkFullSyncUpstreamShape(b *testing.B) {
+	tf := families[0]
+	for _, n := range benchSizes {
+		svcs := benchServices(n, 10)
+		benchModes(b, n, func(b *testing.B, mk func(testFamily) (*syncer, func())) {
+			b.ReportAllocs()
+			cpu0 := childCPU()
+			for b.Loop() {
+				b.StopTimer()
+				s, cleanup := mk(tf)
+				s.gen.ruleBalanceMax = 0
+				s.maxOps = 0
+				ms := models(tf.ip, svcs...)
+				b.StartTimer()
+				if _, err := s.sync(context.Background(), syncInput{full: true, services: ms}); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				cleanup()
+				b.StartTimer()
+			}
+			reportChildCPU(b, cpu0)
+		})
+	}
+}
+
 func BenchmarkEndpointChange(b *testing.B) {
 	tf := families[0]
 	for _, n := range benchSizes {

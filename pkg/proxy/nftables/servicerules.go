@@ -21,6 +21,10 @@ type generator struct {
 	masqueradeMark string
 	masqueradeRule string
 
+	// ruleBalanceMax is the largest endpoint count balanced with per-endpoint
+	// rules (maxRuleBalancedEndpoints; benchmarks set 0 for upstream's shape).
+	ruleBalanceMax int
+
 	// ifLocal is nil when no local-traffic detector is implemented.
 	ifLocal []string
 	nodeIP  net.IP
@@ -212,7 +216,7 @@ const maxRuleBalancedEndpoints = 64
 // endpointRules writes the load-balancing rules of a policy chain.
 func (g *generator) endpointRules(m *serviceModel, eps []*endpointModel) []ruleSpec {
 	n := len(eps)
-	if n <= maxRuleBalancedEndpoints {
+	if n <= g.ruleBalanceMax || n == 1 {
 		rules := make([]ruleSpec, 0, 2*n)
 		if m.affinity {
 			for _, ep := range eps {

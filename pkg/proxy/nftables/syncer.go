@@ -89,6 +89,7 @@ func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *s
 		masqueradeMark: mark,
 		masqueradeRule: "mark set mark or " + mark,
 		nodeIP:         cfg.nodeIP,
+		ruleBalanceMax: maxRuleBalancedEndpoints,
 	}
 	if cfg.localDetector.IsImplemented() {
 		g.ifLocal = cfg.localDetector.IfLocalNFT()
