@@ -178,6 +178,8 @@ func splitDocuments(data []byte) []rawDoc {
 		j, err := yaml.YAMLToJSONStrict([]byte(strings.Join(text.lines, "\n")))
 		if err != nil {
 			doc.err, doc.errLine = relocateYAMLError(err, text.first, content)
+			// The parser may blame the line after the last one (end of input).
+			doc.errLine = min(doc.errLine, max(text.first+len(text.lines)-1, 1))
 		} else {
 			doc.json = j
 		}

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -38,11 +39,23 @@ type Source struct {
 	path   string
 	client *selectingClientset
 
+	// syncMu serialises Sync; cache is only touched under it.
+	syncMu sync.Mutex
+	// cache keeps each file's last decode, so a rescan of unchanged files costs a
+	// read and a compare.
+	cache map[string]decoded
+
 	mu      sync.Mutex
 	applied map[Key]applied
 	// reported holds the problems last logged, so a periodic rescan of unchanged
 	// broken files does not repeat them.
 	reported string
+}
+
+type decoded struct {
+	data     []byte
+	objs     []Object
+	problems []Problem
 }
 
 type applied struct {
@@ -66,7 +79,7 @@ func (r Result) Changed() bool { return r.Created+r.Updated+r.Deleted > 0 }
 // NewSource returns a source for path, a file or a directory. Nothing is read until
 // Sync or Run.
 func NewSource(path string) *Source {
-	return &Source{path: path, client: newSelectingClientset(), applied: map[Key]applied{}}
+	return &Source{path: path, client: newSelectingClientset(), applied: map[Key]applied{}, cache: map[string]decoded{}}
 }
 
 // Client returns the clientset the source writes to. Informers built on it see the
@@ -136,6 +149,8 @@ func manifestFiles(path string) ([]string, error) {
 // rather than deleted, so a half-saved edit never tears down what is programmed.
 func (s *Source) Sync(ctx context.Context) (Result, error) {
 	logger := klog.FromContext(ctx)
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	files, err := manifestFiles(s.path)
 	if err != nil {
 		return Result{}, err
@@ -153,7 +168,13 @@ func (s *Source) Sync(ctx context.Context) (Result, error) {
 			dirty[f] = true
 			continue
 		}
-		objs, problems := Decode(f, data)
+		c, ok := s.cache[f]
+		if !ok || !bytes.Equal(c.data, data) {
+			c.objs, c.problems = Decode(f, data)
+			c.data = data
+			s.cache[f] = c
+		}
+		objs, problems := c.objs, c.problems
 		if len(problems) > 0 {
 			dirty[f] = true
 			res.Problems = append(res.Problems, problems...)
@@ -166,6 +187,12 @@ func (s *Source) Sync(ctx context.Context) (Result, error) {
 				continue
 			}
 			desired[key] = applied{obj: o.Object, file: o.File, line: o.Line}
+		}
+	}
+
+	for f := range s.cache {
+		if !present[f] {
+			delete(s.cache, f)
 		}
 	}
 
