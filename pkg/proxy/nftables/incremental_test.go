@@ -76,6 +76,7 @@ func TestPartialSyncTouchesOnlyChanges(t *testing.T) {
 			if res.ops != 3 || res.transactions != 1 {
 				t.Errorf("endpoint change: want 3 ops (add, flush, rule) in 1 transaction, got %+v:\n%s", res, fake.LastTransaction)
 			}
+			golden(t, "partial-endpoint-change-"+string(tf.family)+".nft", fake.LastTransaction.String())
 			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
 				{name: "updated endpoints", src: "10.1.2.3", dst: "172.30.0.42", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.2:80"}},
 			})

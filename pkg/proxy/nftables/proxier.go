@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -145,7 +146,7 @@ func NewDryRunProxier(ctx context.Context,
 	localDetector proxyutil.LocalTrafficDetector,
 	nodeName string,
 	nodeIP net.IP,
-	out interface{ Write([]byte) (int, error) },
+	out io.Writer,
 ) (*Proxier, error) {
 	nft := &DryRunInterface{Interface: knftables.NewFake(familyOf(ipFamily), kubeProxyTable), Out: out}
 	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
