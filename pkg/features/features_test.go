@@ -7,6 +7,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	metricsfeatures "k8s.io/component-base/metrics/features"
 )
 
 func TestDefaults(t *testing.T) {
@@ -167,5 +169,16 @@ func TestClientGoAdapter(t *testing.T) {
 	}
 	if a.Enabled("WatchListClient") == before {
 		t.Error("Set through the client-go adapter had no effect")
+	}
+}
+
+func TestComponentGatesCanBeAddedAgain(t *testing.T) {
+	// The binary (like upstream's) may register the logging and metrics gates
+	// itself; doing so on our gate, which already has them, must be harmless.
+	if err := logsapi.AddFeatureGates(DefaultMutableFeatureGate); err != nil {
+		t.Errorf("logsapi.AddFeatureGates: %v", err)
+	}
+	if err := metricsfeatures.AddFeatureGates(DefaultMutableFeatureGate); err != nil {
+		t.Errorf("metricsfeatures.AddFeatureGates: %v", err)
 	}
 }
