@@ -121,6 +121,10 @@ type Proxier struct {
 	// localReady is the health check server's view of local ready
 	// endpoints, maintained incrementally.
 	localReady map[types.NamespacedName]int
+	// pendingStale holds chains to delete, with the service port that
+	// owned them; lastStaleCleanup is when they were last written out.
+	pendingStale     map[utiliptables.Chain]proxy.ServicePortName
+	lastStaleCleanup time.Time
 	// prevChains is scratch space for a port's chains before re-rendering.
 	prevChains []utiliptables.Chain
 
@@ -305,6 +309,7 @@ func NewProxierWithOptions(ctx context.Context,
 		endpointsMap:        make(proxy.EndpointsMap),
 		needFullSync:        true,
 		cache:               make(map[proxy.ServicePortName]*svcRender),
+		pendingStale:        make(map[utiliptables.Chain]proxy.ServicePortName),
 		probabilities:       []string{"<bad value>"},
 		iptables:            ipt,
 		masqueradeAll:       config.Linux.MasqueradeAll,

@@ -164,10 +164,11 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		doFullSync = true
 	}
 
-	// Chains that certainly exist but are no longer wanted: those of
-	// removed service ports, and (below) those a re-rendered port dropped.
-	// Chain names embed a hash of the service port, so no two ports share
-	// a chain and per-port bookkeeping is exact.
+	// Chains that exist but are no longer wanted are those of removed
+	// service ports and (below) those a re-rendered port dropped. They are
+	// queued in p.pendingStale with their owner. Chain names embed a hash
+	// of the service port, so no two ports share a chain and per-port
+	// bookkeeping is exact.
 	var stale []utiliptables.Chain
 	if p.orderDirty {
 		p.order = p.order[:0]
@@ -178,7 +179,9 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		p.orderDirty = false
 		for name, r := range p.cache {
 			if _, ok := p.svcPortMap[name]; !ok {
-				stale = append(stale, r.chains...)
+				for _, c := range r.chains {
+					p.pendingStale[c] = name
+				}
 				delete(p.cache, name)
 			}
 		}
@@ -242,7 +245,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 			p.renderService(r, name, info, true)
 			for _, c := range prev {
 				if !slices.Contains(r.chains, c) {
-					stale = append(stale, c)
+					p.pendingStale[c] = name
 				}
 			}
 			p.prevChains = prev
@@ -257,6 +260,21 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		if r.noLocalExternal {
 			noLocalExternal++
 		}
+	}
+
+	// Large clusters delete stale chains at most once per syncPeriod, as
+	// upstream does: deletions are restore input too, and an unreferenced
+	// chain is harmless meanwhile. A queued chain that is in use again
+	// (an endpoint came back) is of course kept.
+	if doFullSync || !p.largeClusterMode || time.Since(p.lastStaleCleanup) >= p.syncPeriod {
+		for c, owner := range p.pendingStale {
+			if r := p.cache[owner]; r != nil && slices.Contains(r.chains, c) {
+				continue
+			}
+			stale = append(stale, c)
+		}
+		clear(p.pendingStale)
+		p.lastStaleCleanup = time.Now()
 	}
 
 	// A full sync also asks the kernel which of our chains exist, to catch
