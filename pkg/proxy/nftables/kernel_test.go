@@ -15,7 +15,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
+
+	"k8s.io/kube-proxy/pkg/features"
 )
 
 // inNetns runs fn on an OS thread moved into a fresh network namespace, so
@@ -272,4 +276,63 @@ func TestKernelRejectCounters(t *testing.T) {
 			t.Errorf("counters (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestKernelProxier drives the whole Proxier (trackers, brain, syncer) against
+// the real kernel, with the localhost NodePort gate on, and checks the table
+// the kernel ends up with against the same Proxier run on the fake.
+func TestKernelProxier(t *testing.T) {
+	if err := features.DefaultMutableFeatureGate.Set("KubeProxyNFTablesLocalhostNodePorts=true"); err != nil {
+		t.Skipf("cannot enable the gate: %v", err)
+	}
+	t.Cleanup(func() { _ = features.DefaultMutableFeatureGate.Set("KubeProxyNFTablesLocalhostNodePorts=false") })
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			inNetns(t, func() {
+				nft, err := knftables.New(familyOf(tf.family), kubeProxyTable, knftables.UseNetlink)
+				if err != nil {
+					t.Skipf("nftables unusable here: %v", err)
+				}
+				real, _ := newTestProxier(t, tf, nil)
+				real.syncer.nft = nft
+				ref, fake := newTestProxier(t, tf, nil)
+				ip := tf.ip
+				svc := makeService("ns1", "web", func(s *v1.Service) {
+					s.Spec.Type = v1.ServiceTypeNodePort
+					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
+					s.Spec.Ports = []v1.ServicePort{
+						{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 3001},
+						{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, NodePort: 3053},
+					}
+					s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				})
+				es := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{
+						{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)},
+						{Name: ptr.To("dns"), Port: ptr.To[int32](5353), Protocol: ptr.To(v1.ProtocolUDP)},
+					}
+					es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.0.1"), testNodeName, true, true, false), epAt(ip("10.180.1.1"), "node2", true, true, false)}
+				})
+				for _, p := range []*Proxier{real, ref} {
+					startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{es})
+				}
+				if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+					t.Fatalf("kernel differs from fake (-fake +kernel):\n%s", diff)
+				}
+				// Delete the service: partial sync, then stale chain deletion.
+				for _, p := range []*Proxier{real, ref} {
+					p.OnServiceDelete(svc)
+					if err := p.syncProxyRules(); err != nil {
+						t.Fatal(err)
+					}
+					if err := p.syncer.deleteStaleChains(context.Background(), time.Now().Add(time.Hour), time.Second); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+					t.Fatalf("kernel differs from fake after delete (-fake +kernel):\n%s", diff)
+				}
+			})
+		})
+	}
 }
