@@ -7,7 +7,8 @@
 // (NodeManager).
 //
 // The exported API matches upstream Kubernetes v1.37's k8s.io/kubernetes/pkg/proxy
-// by name and signature; see /work/shared/reference/upstream-api.md.
+// by name and signature, so out-of-tree proxies can switch by rewriting
+// imports. Beyond it, this package adds GetNodeHostIPs.
 //
 // Allowed imports: the standard library, k8s.io/{api,apimachinery,client-go,klog,utils},
 // and from this module pkg/features, pkg/proxy/config, pkg/proxy/metrics,

@@ -57,6 +57,9 @@ type NodeManager struct {
 // if they never come). Without PodCIDR watching, a missing Node or missing
 // IPs are logged but not fatal, as upstream behaves.
 func NewNodeManager(ctx context.Context, client clientset.Interface, nodeName string, config *kubeproxyconfig.KubeProxyConfiguration) (*NodeManager, error) {
+	if client == nil || config == nil {
+		return nil, fmt.Errorf("node manager for node %q needs a client and a configuration", nodeName)
+	}
 	return newNodeManager(ctx, client, config.ConfigSyncPeriod.Duration, nodeName,
 		config.DetectLocalMode == kubeproxyconfig.LocalModeNodeCIDR,
 		os.Exit, time.Second, 30*time.Second, 5*time.Minute)

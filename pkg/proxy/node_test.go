@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 )
 
 const managerNode = "test-node"
@@ -255,5 +257,21 @@ func TestGetNodeHostIPs(t *testing.T) {
 				t.Errorf("got %v, want %v", ipStrings(got), tc.want)
 			}
 		})
+	}
+}
+
+func TestNewNodeManagerPublic(t *testing.T) {
+	if _, err := NewNodeManager(context.Background(), nil, "n", nil); err == nil {
+		t.Error("want an error without client and config")
+	}
+	client := fake.NewClientset(makeNode(withIPs("10.0.0.1"), withPodCIDRs("10.1.0.0/24")))
+	cfg := &kubeproxyconfig.KubeProxyConfiguration{DetectLocalMode: kubeproxyconfig.LocalModeNodeCIDR}
+	cfg.ConfigSyncPeriod.Duration = time.Minute
+	nm, err := NewNodeManager(context.Background(), client, managerNode, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nm.watchPodCIDRs || !slices.Equal(nm.PodCIDRs(), []string{"10.1.0.0/24"}) {
+		t.Errorf("NodeCIDR mode must watch PodCIDRs; got watch=%v cidrs=%v", nm.watchPodCIDRs, nm.PodCIDRs())
 	}
 }
