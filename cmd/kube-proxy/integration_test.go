@@ -34,15 +34,44 @@ func TestBinaryInNetns(t *testing.T) {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}
 
-	bin := filepath.Join(t.TempDir(), "kube-proxy")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 
 	for _, mode := range []string{"iptables", "nftables"} {
 		t.Run(mode, func(t *testing.T) { runModeInNetns(t, bin, mode) })
 	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildOut  []byte
+)
+
+// buildBinary builds the kube-proxy binary once per test process.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kube-proxy-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "kube-proxy")
+		buildOut, buildErr = exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
+	}
+	return builtBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		_ = os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
 }
 
 func randomName(prefix string) string {
