@@ -82,7 +82,7 @@ func (sct *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
 	change.current = currentMap
 	if reflect.DeepEqual(change.previous, change.current) {
 		delete(sct.items, nn)
-	} else {
+	} else if sct.logger.V(4).Enabled() {
 		sct.logger.V(4).Info("Service updated ports", "service", klog.KObj(svc), "portCount", len(change.current))
 	}
 	setServiceChangesPending(len(sct.items))

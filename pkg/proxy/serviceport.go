@@ -210,19 +210,24 @@ func newBaseServiceInfo(logger klog.Logger, service *v1.Service, ipFamily v1.IPF
 		}
 	}
 
-	info.externalIPs = proxyutil.MapIPsByIPFamily(service.Spec.ExternalIPs)[ipFamily]
-
-	ranges := make([]string, len(service.Spec.LoadBalancerSourceRanges))
-	for i, r := range service.Spec.LoadBalancerSourceRanges {
-		ranges[i] = strings.TrimSpace(r)
+	// Most services have neither; skipping the family split saves several
+	// allocations per port on the conversion hot path.
+	if len(service.Spec.ExternalIPs) > 0 {
+		info.externalIPs = proxyutil.MapIPsByIPFamily(service.Spec.ExternalIPs)[ipFamily]
 	}
-	cidrs := proxyutil.MapCIDRsByIPFamily(ranges)[ipFamily]
-	// A zero CIDR allows everything, which is what no ranges means too;
-	// normalising lets proxiers skip the firewall entirely.
-	if slices.ContainsFunc(cidrs, proxyutil.IsZeroCIDR) {
-		cidrs = []*net.IPNet{}
+	if len(service.Spec.LoadBalancerSourceRanges) > 0 {
+		ranges := make([]string, len(service.Spec.LoadBalancerSourceRanges))
+		for i, r := range service.Spec.LoadBalancerSourceRanges {
+			ranges[i] = strings.TrimSpace(r)
+		}
+		cidrs := proxyutil.MapCIDRsByIPFamily(ranges)[ipFamily]
+		// A zero CIDR allows everything, which is what no ranges means too;
+		// normalising lets proxiers skip the firewall entirely.
+		if slices.ContainsFunc(cidrs, proxyutil.IsZeroCIDR) {
+			cidrs = []*net.IPNet{}
+		}
+		info.loadBalancerSourceRanges = cidrs
 	}
-	info.loadBalancerSourceRanges = cidrs
 
 	for i, ing := range service.Status.LoadBalancer.Ingress {
 		if ing.IP == "" || !proxyutil.IsVIPMode(ing) {
