@@ -32,6 +32,11 @@ import (
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
+// staleChainMinAge is how long a flushed chain waits before deletion: before
+// kernel 6.2 a chain stays referenced for a short while after the last map
+// element pointing to it is deleted.
+const staleChainMinAge = time.Second
+
 // NewDualStackProxier creates a MetaProxier over an IPv4 and an IPv6 proxier.
 func NewDualStackProxier(
 	ctx context.Context,
@@ -78,6 +83,7 @@ type Proxier struct {
 	needFullSync         bool
 	cidrsChanged         bool
 	initialized          atomic.Bool
+	staleCleanupQueued   atomic.Bool
 	syncRunner           *runner.BoundedFrequencyRunner
 	syncPeriod           time.Duration
 
@@ -408,7 +414,7 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	serviceUpdateResult := p.svcPortMap.Update(p.serviceChanges)
 	endpointUpdateResult := p.endpointsMap.Update(p.endpointsChanges)
 
-	if err := p.syncer.deleteStaleChains(ctx, start, time.Second); err != nil {
+	if err := p.syncer.deleteStaleChains(ctx, start, staleChainMinAge); err != nil {
 		p.logger.Error(err, "Unable to delete stale chains; will retry with a full sync")
 		metrics.NFTablesCleanupFailuresTotal.WithLabelValues(string(p.ipFamily)).Inc()
 		doFullSync = true
@@ -481,6 +487,14 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	}
 	p.needFullSync = false
 	p.cidrsChanged = false
+	// Flushed chains can be deleted a second later; ask for a sync then
+	// rather than leaving them until the next change or the hourly sync.
+	if len(p.syncer.view.stale) > 0 && !p.staleCleanupQueued.Swap(true) {
+		time.AfterFunc(staleChainMinAge, func() {
+			p.staleCleanupQueued.Store(false)
+			p.syncRunner.Run()
+		})
+	}
 	if doFullSync {
 		p.lastFullSync = time.Now()
 	}
