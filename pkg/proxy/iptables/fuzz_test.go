@@ -1,0 +1,64 @@
+package iptables
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/klog/v2"
+)
+
+// splitRuleWords reads iptables-save lines to find existing jump rules.
+// Without quotes it must agree with strings.Fields, and it must never panic.
+func FuzzSplitRuleWords(f *testing.F) {
+	for _, s := range []string{
+		`-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
+		`-A X "unterminated`, `-A X "a\"b" c`, ``, `"`, `\`, "-A\tX  y",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		words := splitRuleWords(line)
+		if !strings.ContainsAny(line, "\"\\") {
+			if got, want := strings.Join(words, "|"), strings.Join(strings.Fields(strings.ReplaceAll(line, "\t", " ")), "|"); got != want && !strings.ContainsAny(line, "\n\r\v\f\u0085\u00a0") {
+				t.Errorf("splitRuleWords(%q) = %q, want %q", line, words, strings.Fields(line))
+			}
+		}
+		st := parseTableState([]byte(line))
+		for _, j := range jumpRules {
+			_ = st.hasJump(j)
+		}
+	})
+}
+
+// Whatever names, ports and addresses a Service or EndpointSlice carries,
+// a sync either programs it or skips it with a log: the restore input must
+// always be accepted (the fake applies iptables-restore's parsing rules).
+func FuzzSyncArbitraryObjects(f *testing.F) {
+	f.Add("ns", "svc", "p80", "10.0.0.1", int32(80), int32(30080), "10.0.1.1", int32(8080), "TCP")
+	f.Add(`n"s`, "s vc", "p\\", "garbage", int32(0), int32(-1), "::1", int32(70000), "UDP")
+	f.Add("ns", "svc", "", "fd00::1", int32(65535), int32(0), "fd00::2", int32(1), "SCTP")
+	f.Fuzz(func(t *testing.T, ns, name, portName, clusterIP string, port, nodePort int32, epIP string, epPort int32, proto string) {
+		fam := families[0]
+		if strings.Contains(clusterIP, ":") {
+			fam = families[1]
+		}
+		env := newTestEnv(t, fam, envConfig{})
+		env.p.logger = klog.Background().V(10) // quiet
+		svc := makeService(ns, name, func(s *v1.Service) {
+			s.Spec.Type = v1.ServiceTypeNodePort
+			s.Spec.ClusterIP = clusterIP
+			s.Spec.Ports = []v1.ServicePort{svcPort(portName, port, v1.Protocol(proto), nodePort)}
+		})
+		slice := makeSlice(fam, ns, name, name+"-1", []discovery.EndpointPort{slicePort(portName, epPort, v1.Protocol(proto))}, ep{ip: epIP, node: "node2"})
+		env.p.OnServiceAdd(svc)
+		env.p.OnEndpointSliceAdd(slice)
+		env.p.OnServiceSynced()
+		env.p.OnEndpointSlicesSynced()
+		if env.p.needFullSync {
+			t.Fatalf("sync failed for service %q/%q port %q %q:%d nodePort %d endpoint %q:%d %q; restore input:\n%s",
+				ns, name, portName, clusterIP, port, nodePort, epIP, epPort, proto, env.ipt.LastRestoreInput())
+		}
+	})
+}
