@@ -55,7 +55,12 @@ func benchServices(n, eps int) []tsvc {
 	return out
 }
 
-var benchSizes = []int{1000, 10000}
+var benchSizes = func() []int {
+	if os.Getenv("KUBE_PROXY_BENCH_LARGE") != "" {
+		return []int{1000, 10000, 25000}
+	}
+	return []int{1000, 10000}
+}()
 
 // benchModes: "gen" = generation + rendering only; "nft" = real nft in a
 // private netns (root only; 10k only with KUBE_PROXY_BENCH_LARGE=1).

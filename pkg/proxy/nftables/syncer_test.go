@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
+
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
 type flowCase struct {
@@ -176,6 +178,43 @@ func TestManyEndpoints(t *testing.T) {
 						{name: "n=" + itoa(n) + " affinity=" + itoa(affinity), src: "10.1.2.3", dst: "172.30.0.90", port: 80, verdict: "ACCEPT", dnat: want},
 					})
 				}
+			}
+		})
+	}
+}
+
+// Interface-based detect-local: pod traffic is recognised by its input
+// interface instead of its source address.
+func TestDetectLocalByInterface(t *testing.T) {
+	tf := families[0]
+	for _, tc := range []struct {
+		name     string
+		detector proxyutil.LocalTrafficDetector
+		podIf    string
+	}{
+		{"bridge", proxyutil.NewDetectLocalByBridgeInterface("cbr0"), "cbr0"},
+		{"prefix", proxyutil.NewDetectLocalByInterfaceNamePrefix("veth"), "veth1234"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, fake := newTestSyncer(t, tf, func(c *syncerConfig) { c.localDetector = tc.detector })
+			if _, err := s.sync(context.Background(), syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+				t.Fatal(err)
+			}
+			tr := newTracer(t, fake.Fake, tf.nodeIP)
+			// svc5: eTP=Local LB without local endpoints.
+			fromPod := tr.trace(packet{src: "203.0.113.50", dst: "5.6.7.9", proto: "tcp", dport: 80, iif: tc.podIf})
+			if fromPod.verdict != "ACCEPT" || len(fromPod.dnat) != 1 {
+				t.Errorf("pod traffic (iif %s) must short-circuit: %v", tc.podIf, fromPod)
+			}
+			fromOutside := tr.trace(packet{src: "203.0.113.50", dst: "5.6.7.9", proto: "tcp", dport: 80, iif: "eth0"})
+			if fromOutside.verdict != "DROP" {
+				t.Errorf("external traffic must be dropped: %v", fromOutside)
+			}
+			// clusterIP from outside the pod interfaces is masqueraded.
+			ext := tr.trace(packet{src: "203.0.113.50", dst: "172.30.0.41", proto: "tcp", dport: 80, iif: "eth0"})
+			pod := tr.trace(packet{src: "203.0.113.50", dst: "172.30.0.41", proto: "tcp", dport: 80, iif: tc.podIf})
+			if !ext.masq || pod.masq {
+				t.Errorf("masquerade: external=%v pod=%v", ext, pod)
 			}
 		})
 	}
