@@ -183,6 +183,16 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 	dir := t.TempDir()
 	copyDir(t, filepath.Join("..", "..", "examples", "cluster"), dir)
 	const healthz, metrics = "127.0.0.1:31256", "127.0.0.1:31249"
+	noConntrackLimits := []string{"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0"}
+
+	// --init-only does the privileged setup and exits 0.
+	initArgs := append([]string{"netns", "exec", ns, bin, "--init-only", "--manifests=" + dir, "--hostname-override=node-1", "--proxy-mode=" + mode}, noConntrackLimits...)
+	if out, err := exec.Command("ip", initArgs...).CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "not supported by this build") {
+			t.Skipf("%s mode is not in this build yet", mode)
+		}
+		t.Fatalf("--init-only: %v\n%s", err, out)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

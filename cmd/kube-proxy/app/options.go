@@ -344,6 +344,11 @@ func (o *Options) Run(ctx context.Context) error {
 		flags:           o.flags,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while starting (e.g. waiting for an unreachable API server).
+			o.logger.Info("Shutting down before the proxy started", "reason", err)
+			return nil
+		}
 		return err
 	}
 	if o.InitAndExit {
