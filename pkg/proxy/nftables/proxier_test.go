@@ -3,6 +3,7 @@ package nftables
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -301,7 +302,49 @@ func TestLocalhostNodePorts(t *testing.T) {
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.53", []string{"172.30.0.53"}, []v1.IPFamily{v1.IPv4Protocol}
 		s.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, NodePort: 30053}}
 	})
-	startProxier(p, []*v1.Service{svc}, nil)
+	// A TCP NodePort is served by the userspace proxy on 127.0.0.1.
+	backend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = backend.Close() }()
+	go func() {
+		for {
+			c, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello"))
+			_ = c.Close()
+		}
+	}()
+	bport := backend.Addr().(*net.TCPAddr).Port
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePort := probe.Addr().(*net.TCPAddr).Port
+	_ = probe.Close()
+	web := makeService("ns1", "web", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.80", []string{"172.30.0.80"}, []v1.IPFamily{v1.IPv4Protocol}
+		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: int32(nodePort)}}
+	})
+	webEPs := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+		es.Ports = tcpPort("http", int32(bport))
+		es.Endpoints = []discovery.Endpoint{epAt("127.0.0.1", testNodeName, true, true, false)}
+	})
+	startProxier(p, []*v1.Service{svc, web}, []*discovery.EndpointSlice{webEPs})
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", itoa(nodePort)), 2*time.Second)
+	if err != nil {
+		t.Fatalf("localhost NodePort not served: %v", err)
+	}
+	buf := make([]byte, 5)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello" {
+		t.Errorf("localhost NodePort answer %q %v", buf, err)
+	}
+	_ = c.Close()
 	dump := fake.Dump()
 	for _, want := range []string{
 		"add counter ip kube-proxy localhost-nodeport-rejected-udp",
