@@ -13,9 +13,16 @@ mkdir -p "$cache"
 apiserver="$cache/kube-apiserver-$k8s_version"
 etcd="$cache/etcd-$etcd_version"
 
-# A tmpfs build cache makes the cold build ~15 min instead of ~24 min (it is I/O bound).
+if [ -x "$apiserver" ] && [ -x "$etcd" ]; then
+  echo "$cache"
+  exit 0
+fi
+
+# A tmpfs build cache makes the cold build ~15 min instead of ~24 min (it is I/O bound). It is a
+# throwaway: ~3 GB of RAM that nothing else reuses, so it is removed when the build ends.
 if [ -z "${FIXTURE_GOCACHE:-}" ] && [ -d /dev/shm ]; then
-  FIXTURE_GOCACHE=/dev/shm/kube-proxy-fixture-gocache
+  FIXTURE_GOCACHE=$(mktemp -d /dev/shm/kube-proxy-fixture-gocache.XXXXXX)
+  trap 'rm -rf "$FIXTURE_GOCACHE"' EXIT
 fi
 export GOCACHE=${FIXTURE_GOCACHE:-$(go env GOCACHE)}
 
