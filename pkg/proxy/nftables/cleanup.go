@@ -24,7 +24,7 @@ func CleanupLeftovers(ctx context.Context) (encounteredError bool) {
 func cleanupTable(ctx context.Context, nft knftables.Interface) bool {
 	tx := nft.NewTransaction()
 	tx.Delete(&knftables.Table{})
-	if err := nft.Run(ctx, tx); err != nil && !knftables.IsNotFound(err) {
+	if err := nft.Run(ctx, tx); err != nil && !isNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Error cleaning up nftables rules")
 		return true
 	}

@@ -18,7 +18,7 @@ type counterReader struct {
 func (r counterReader) ReadCounters(ctx context.Context) (map[string]uint64, error) {
 	counters, err := r.nft.ListCounters(ctx)
 	if err != nil {
-		if knftables.IsNotFound(err) {
+		if isNotFound(err) {
 			return map[string]uint64{}, nil
 		}
 		return nil, fmt.Errorf("listing nftables counters of table %s: %w", kubeProxyTable, err)

@@ -178,7 +178,7 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 				v.haveChains[name] = nil
 			}
 		}
-	case knftables.IsNotFound(err):
+	case isNotFound(err):
 		clear(v.haveChains)
 	default:
 		logger.Error(err, "Failed to list nftables chains; keeping the last known list")
@@ -196,10 +196,16 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 				v.haveSets[name] = unknownTimeout
 			}
 		}
-	case knftables.IsNotFound(err):
+	case isNotFound(err):
 		clear(v.haveSets)
 	default:
-		logger.Error(err, "Failed to list nftables sets; keeping the last known list")
+		// Keep the names (stale ones still need deleting) but not the
+		// belief that they exist as wanted: the plan re-adds every wanted
+		// set, which is harmless if it is there.
+		logger.Error(err, "Failed to list nftables sets; re-adding the wanted ones")
+		for name := range v.haveSets {
+			v.haveSets[name] = unknownTimeout
+		}
 	}
 
 	for c := range numContainers {
@@ -208,7 +214,7 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 			continue
 		}
 		elems, err := nft.ListElements(ctx, c.kind(), containerNames[c])
-		if err != nil && !knftables.IsNotFound(err) {
+		if err != nil && !isNotFound(err) {
 			logger.Error(err, "Failed to list nftables elements; flushing", "containerType", c.kind(), "containerName", containerNames[c])
 			if c.isSet() {
 				p.flush(&knftables.Set{Name: containerNames[c]})
@@ -444,6 +450,9 @@ func (v *view) commit(pend *pending, now time.Time) {
 func (v *view) invalidate() {
 	for name := range v.haveChains {
 		v.haveChains[name] = nil
+	}
+	for name := range v.haveSets {
+		v.haveSets[name] = unknownTimeout
 	}
 	clear(v.stale)
 }
