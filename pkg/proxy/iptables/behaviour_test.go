@@ -111,6 +111,19 @@ func scenarios(f fam) []scenario {
 			},
 		},
 		{
+			// The mark is configurable and iptables may lack --random-fully:
+			// every rule that sets, tests or clears the mark must agree.
+			name:     "masquerade bit 0, iptables without --random-fully",
+			cfg:      envConfig{masqueradeBit: ptr.To[int32](0), noRandomFully: true},
+			services: []*v1.Service{f.stdService(nodePortLB(f, v1.ServiceExternalTrafficPolicyCluster, 0))},
+			slices:   []*discovery.EndpointSlice{f.stdSlice()},
+			checks: []check{
+				{"pod to cluster IP, no masquerade", f.fromPod(f.pod(9), f.svc(1), 80), []string{acc(ep1, false, "50%"), acc(ep2, false, "50%")}},
+				{"hairpin masqueraded", f.fromPod(f.pod(1), f.svc(1), 80), []string{acc(ep1, true, "50%"), acc(ep2, false, "50%")}},
+				{"node port masqueraded and forwarded under FORWARD policy DROP", strict(f.fromExt(f.node, 3001)), []string{acc(ep1, true, "50%"), acc(ep2, true, "50%")}},
+			},
+		},
+		{
 			name:     "no local detector: off-cluster sources are not masqueraded",
 			cfg:      envConfig{detector: "none"},
 			services: []*v1.Service{f.stdService(nil)},

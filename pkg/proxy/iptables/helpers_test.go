@@ -159,6 +159,9 @@ type envConfig struct {
 	detector           string // "cidr" (default), "bridge", "prefix", "none"
 	beLiberal          bool
 	nfacct             bool
+	masqueradeBit      *int32
+	noRandomFully      bool                           // iptables without MASQUERADE --random-fully
+	healthz            *healthcheck.ProxyHealthServer // nil: none
 }
 
 // recordingHealthServer records what the proxier asks the per-service
@@ -209,6 +212,9 @@ func newTestConfig(cfg envConfig) *kubeproxyconfig.KubeProxyConfiguration {
 	if cfg.localhostNodePorts != nil {
 		config.IPTables.LocalhostNodePorts = cfg.localhostNodePorts
 	}
+	if cfg.masqueradeBit != nil {
+		config.IPTables.MasqueradeBit = cfg.masqueradeBit
+	}
 	config.Linux.MasqueradeAll = cfg.masqueradeAll
 	config.NodePortAddresses = cfg.nodePortAddresses
 	config.SyncPeriod = metav1.Duration{Duration: 30e9}
@@ -239,6 +245,11 @@ func newTestEnv(t testing.TB, f fam, cfg envConfig) *testEnv {
 	} else {
 		ipt = iptablestest.NewFake()
 	}
+	if cfg.noRandomFully {
+		features := ipt.Features()
+		features.RandomFully = false
+		ipt.SetFeatures(features)
+	}
 	sc := sysctltest.NewFake()
 	if cfg.beLiberal {
 		_ = sc.SetSysctl(sysctlNFConntrackTCPBeLiberal, 1)
@@ -265,7 +276,7 @@ func newTestEnv(t testing.TB, f fam, cfg envConfig) *testEnv {
 		env.nfacct = &fakeNFAcct{}
 		nfa = env.nfacct
 	}
-	p, err := NewProxierWithOptions(ctx, config, f.family, ipt, sc, det, testNodeName, net.ParseIP(f.node), nil, nil, false,
+	p, err := NewProxierWithOptions(ctx, config, f.family, ipt, sc, det, testNodeName, net.ParseIP(f.node), nil, cfg.healthz, false,
 		WithConntrack(env.ct), WithNFAcct(nfa), WithServiceHealthServer(env.hc), WithNetworkInterfacer(nw), WithoutMonitor())
 	if err != nil {
 		t.Fatalf("NewProxier: %v", err)
