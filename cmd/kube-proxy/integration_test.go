@@ -167,6 +167,81 @@ func rules(t *testing.T, ns string) string {
 	return b.String()
 }
 
+// modeRules is what the given mode programs: iptables-save output for iptables,
+// the kube-proxy tables for nftables. Unlike rules, it cannot be satisfied by the
+// other mode's state.
+func modeRules(t *testing.T, ns, mode string) string {
+	t.Helper()
+	cmds := [][]string{{"iptables-save"}, {"ip6tables-save"}}
+	if mode == "nftables" {
+		cmds = [][]string{{"nft", "list", "table", "ip", "kube-proxy"}, {"nft", "list", "table", "ip6", "kube-proxy"}}
+	}
+	var b strings.Builder
+	for _, cmd := range cmds {
+		out, _ := exec.Command("ip", append([]string{"netns", "exec", ns}, cmd...)...).CombinedOutput()
+		b.Write(out)
+	}
+	return b.String()
+}
+
+// leftovers lists the kube-proxy state in the namespace, of either mode.
+func leftovers(t *testing.T, ns string) []string {
+	t.Helper()
+	var left []string
+	for _, line := range strings.Split(rules(t, ns), "\n") {
+		// KUBE-FIREWALL is kubelet's chain, which kube-proxy only duplicates; upstream's
+		// cleanup leaves it too, so that a running kubelet keeps its protection.
+		if strings.Contains(line, "KUBE-FIREWALL") || strings.Contains(line, "block incoming localnet connections") {
+			continue
+		}
+		if strings.Contains(line, "KUBE-") || strings.Contains(line, "kube-proxy") {
+			left = append(left, line)
+		}
+	}
+	return left
+}
+
+// seedOtherMode leaves state behind as a kube-proxy in the other mode would, so the
+// test can see that starting in this mode removes it (as upstream does on a mode
+// switch).
+func seedOtherMode(t *testing.T, ns, mode string) {
+	t.Helper()
+	exec1 := func(args ...string) { run(t, "ip", append([]string{"netns", "exec", ns}, args...)...) }
+	if mode == "nftables" {
+		for _, ipt := range []string{"iptables", "ip6tables"} {
+			exec1(ipt, "-t", "nat", "-N", "KUBE-SERVICES")
+			exec1(ipt, "-t", "nat", "-N", "KUBE-SVC-STALESTALESTALE")
+			exec1(ipt, "-t", "nat", "-A", "KUBE-SERVICES", "-m", "comment", "--comment", "stale/svc:http cluster IP", "-j", "KUBE-SVC-STALESTALESTALE")
+			exec1(ipt, "-t", "nat", "-I", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
+			exec1(ipt, "-t", "filter", "-N", "KUBE-FORWARD")
+			exec1(ipt, "-t", "filter", "-I", "FORWARD", "-m", "comment", "--comment", "kubernetes forwarding rules", "-j", "KUBE-FORWARD")
+		}
+		return
+	}
+	for _, family := range []string{"ip", "ip6"} {
+		exec1("nft", "add", "table", family, "kube-proxy", "{", "comment", `"rules for kube-proxy"`, ";", "}")
+		exec1("nft", "add", "chain", family, "kube-proxy", "nat-prerouting", "{", "type", "nat", "hook", "prerouting", "priority", "dstnat", ";", "}")
+		exec1("nft", "add", "chain", family, "kube-proxy", "service-STALE-stale/svc/tcp/http")
+	}
+}
+
+// otherModeState is what remains in the namespace of the state seedOtherMode left.
+func otherModeState(t *testing.T, ns, mode string) string {
+	t.Helper()
+	other, marker := "iptables", "KUBE-"
+	if mode == "iptables" {
+		// A missing table is an error message, not a listing: only listings have braces.
+		other, marker = "nftables", "{"
+	}
+	var left []string
+	for _, line := range strings.Split(modeRules(t, ns, other), "\n") {
+		if strings.Contains(line, marker) {
+			left = append(left, line)
+		}
+	}
+	return strings.Join(left, "\n")
+}
+
 func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool, detail func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -185,13 +260,35 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 	const healthz, metrics = "127.0.0.1:31256", "127.0.0.1:31249"
 	noConntrackLimits := []string{"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0"}
 
+	// --dry-run as root prints the mode's ruleset and programs nothing.
+	dryCmd := exec.Command("ip", "netns", "exec", ns, bin, "--dry-run", "--manifests="+dir, "--hostname-override=node-1",
+		"--proxy-mode="+mode, "--cluster-cidr=198.19.0.0/16,fd00:1::/48")
+	var dryErr strings.Builder
+	dryCmd.Stderr = &dryErr
+	dryOut, err := dryCmd.Output()
+	if err != nil {
+		t.Fatalf("--dry-run: %v\n%s", err, dryErr.String())
+	}
+	wantHeader := map[string]string{"iptables": "iptables-restore input", "nftables": "nft script"}[mode]
+	for _, want := range []string{"# kube-proxy --dry-run: IPv4, " + wantHeader, "# kube-proxy --dry-run: IPv6, " + wantHeader, "10.96.0.10", "fd00:10:96::14"} {
+		if !strings.Contains(string(dryOut), want) {
+			t.Errorf("--dry-run output lacks %q:\n%s", want, dryOut)
+		}
+	}
+	if left := leftovers(t, ns); len(left) > 0 {
+		t.Fatalf("--dry-run changed the namespace:\n%s", strings.Join(left, "\n"))
+	}
+
 	// --init-only does the privileged setup and exits 0.
 	initArgs := append([]string{"netns", "exec", ns, bin, "--init-only", "--manifests=" + dir, "--hostname-override=node-1", "--proxy-mode=" + mode}, noConntrackLimits...)
 	if out, err := exec.Command("ip", initArgs...).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "not supported by this build") {
-			t.Skipf("%s mode is not in this build yet", mode)
-		}
 		t.Fatalf("--init-only: %v\n%s", err, out)
+	}
+
+	// A previous kube-proxy ran in the other mode: starting in this one removes its state.
+	seedOtherMode(t, ns, mode)
+	if otherModeState(t, ns, mode) == "" {
+		t.Fatalf("seeding the other mode's state left nothing to see:\n%s", rules(t, ns))
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -230,9 +327,6 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 		select {
 		case err := <-exited:
 			stopped = true
-			if strings.Contains(stderr.String(), "not supported by this build") {
-				t.Skipf("%s mode is not in this build yet", mode)
-			}
 			t.Fatalf("kube-proxy exited early: %v", err)
 		default:
 		}
@@ -242,7 +336,7 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 
 	// /healthz is also 200 before the first sync has been queued, so wait for rules.
 	eventually(t, "the example's rules", 30*time.Second, func() bool {
-		r := rules(t, ns)
+		r := modeRules(t, ns, mode)
 		for _, want := range []string{"10.96.0.10", "198.19.1.10", "fd00:10:96::14", "30443", "198.18.100.1"} {
 			if !strings.Contains(r, want) {
 				return false
@@ -252,6 +346,9 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 	}, func() string { return rules(t, ns) })
 	if strings.Contains(rules(t, ns), "10.96.0.20") {
 		t.Errorf("rules already hold the edited address")
+	}
+	if left := otherModeState(t, ns, mode); left != "" {
+		t.Errorf("starting in %s mode left the other mode's state behind:\n%s", mode, left)
 	}
 
 	eventually(t, "sync metrics", 10*time.Second, func() bool {
@@ -276,7 +373,7 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 		t.Fatal(err)
 	}
 	eventually(t, "rules to follow the edit", 30*time.Second, func() bool {
-		r := rules(t, ns)
+		r := modeRules(t, ns, mode)
 		return strings.Contains(r, "10.96.0.20") && !strings.Contains(r, "10.96.0.10 ") && !strings.Contains(r, "10.96.0.10/")
 	}, func() string { return rules(t, ns) })
 
@@ -311,18 +408,7 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 	if err != nil {
 		t.Fatalf("--cleanup: %v\n%s", err, out)
 	}
-	// KUBE-FIREWALL is kubelet's chain, which kube-proxy only duplicates; upstream's
-	// cleanup leaves it too, so that a running kubelet keeps its protection.
-	var left []string
-	for _, line := range strings.Split(rules(t, ns), "\n") {
-		if strings.Contains(line, "KUBE-FIREWALL") || strings.Contains(line, "block incoming localnet connections") {
-			continue
-		}
-		if strings.Contains(line, "KUBE-") || strings.Contains(line, "kube-proxy") {
-			left = append(left, line)
-		}
-	}
-	if len(left) > 0 {
+	if left := leftovers(t, ns); len(left) > 0 {
 		t.Errorf("--cleanup left kube-proxy state behind:\n%s", strings.Join(left, "\n"))
 	}
 }
