@@ -204,7 +204,7 @@ func (em EndpointsMap) LocalReadyEndpoints() map[types.NamespacedName]int {
 	ips := map[types.NamespacedName]sets.Set[string]{}
 	for spn, eps := range em {
 		for _, ep := range eps {
-			if !ep.IsReady() || !ep.IsLocal() {
+			if ep == nil || !ep.IsReady() || !ep.IsLocal() {
 				continue
 			}
 			s := ips[spn.NamespacedName]

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -640,6 +641,30 @@ func TestProcessEndpointsMapChangeAndMakeEndpoint(t *testing.T) {
 	}
 	if want := []string{"ns/svc:p@1.1.1.1:80"}; !slices.Equal(made, want) {
 		t.Errorf("makeEndpointInfo calls = %v, want %v (each state converted once)", made, want)
+	}
+}
+
+func TestMakeEndpointInfoDeclines(t *testing.T) {
+	// A proxier's callback may return nil for endpoints it cannot handle;
+	// they are then absent, and consumers never meet nil.
+	ect := NewEndpointsChangeTracker(v1.IPv4Protocol, testNode,
+		func(info *BaseEndpointInfo, _ *ServicePortName) Endpoint {
+			if info.IP() == "1.1.1.2" {
+				return nil
+			}
+			return info
+		}, nil)
+	em := EndpointsMap{}
+	ect.EndpointSliceUpdate(slice("ns", "svc", "s", []string{"1.1.1.1/L", "1.1.1.2/L"}, "p:80/TCP"), false)
+	em.Update(ect)
+	want := map[string][]string{"ns/svc:p/TCP": {"1.1.1.1:80 L"}}
+	if diff := cmp.Diff(want, emView(em)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// Entries a third party put in the map itself are tolerated too.
+	em[ServicePortName{NamespacedName: nn("ns", "other"), Port: "p", Protocol: v1.ProtocolTCP}] = []Endpoint{nil}
+	if got, want := em.LocalReadyEndpoints(), map[types.NamespacedName]int{nn("ns", "svc"): 1}; !maps.Equal(got, want) {
+		t.Errorf("LocalReadyEndpoints = %v, want %v", got, want)
 	}
 }
 

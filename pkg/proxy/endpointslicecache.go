@@ -285,7 +285,15 @@ func (cache *EndpointSliceCache) addEndpoints(slice *discovery.EndpointSlice, sp
 		// slices (either copy will do; the next update settles it), or when a
 		// new pod reuses a terminating pod's IP, where the live pod must win.
 		if _, exists := set[info.String()]; !exists || !terminating {
-			set[info.String()] = cache.makeEndpointInfo(info, spn)
+			made := cache.makeEndpointInfo(info, spn)
+			if made == nil {
+				// A nil entry would panic every consumer of the map; the
+				// proxier's callback chose not to handle this endpoint.
+				cache.logger.V(2).Info("Skipping endpoint the proxier declined", "endpointSlice", klog.KObj(slice),
+					"field", "endpoints["+strconv.Itoa(i)+"]", "endpoint", info.String())
+				continue
+			}
+			set[info.String()] = made
 		}
 	}
 }

@@ -87,12 +87,14 @@ func FuzzEndpointSliceUpdate(f *testing.F) {
 // FuzzServiceUpdate feeds arbitrary Services through the tracker and checks
 // that every resulting ServicePort is programmable.
 func FuzzServiceUpdate(f *testing.F) {
-	f.Add("ns", "svc", "ClusterIP", "10.0.0.1", "", "p", "TCP", int32(80), int32(0), "", "", "", uint8(0))
-	f.Add("ns", "svc", "LoadBalancer", "fd00::1", "IPv6", "p", "UDP", int32(53), int32(30053), "2001:db8::1,bogus", "::/0, 2001:db8::/64", "2001:db8::9", uint8(255))
-	f.Add("ns", "svc", "ExternalName", "None", "IPv4", "", "ICMP", int32(-5), int32(99999), ",", "x/y", "nope", uint8(3))
-	f.Add("ns", "svc", "NodePort", "bogus", "IPv4", "p", "SCTP", int32(70000), int32(1), "1.1.1.1", "0.0.0.0/0", "1.2.3.4", uint8(12))
+	f.Add("ns", "svc", "ClusterIP", "10.0.0.1", "", "p", "TCP", int32(80), int32(0), "", "", "", uint8(0), int32(0))
+	f.Add("ns", "svc", "LoadBalancer", "fd00::1", "IPv6", "p", "UDP", int32(53), int32(30053), "2001:db8::1,bogus", "::/0, 2001:db8::/64", "2001:db8::9", uint8(255), int32(10800))
+	f.Add("ns", "svc", "ExternalName", "None", "IPv4", "", "ICMP", int32(-5), int32(99999), ",", "x/y", "nope", uint8(3), int32(-1))
+	f.Add("ns", "svc", "NodePort", "bogus", "IPv4", "p", "SCTP", int32(70000), int32(1), "1.1.1.1", "0.0.0.0/0", "1.2.3.4", uint8(12), int32(0))
+	f.Add("ns", "svc", "NodePort", "10.0.0.1", "IPv4", "p", "UDP", int32(53), int32(-30053), "", "", "", uint8(4|8|64), int32(-7))
+	f.Add("ns", "svc", "LoadBalancer", "10.0.0.1", "IPv4", "p", "TCP", int32(80), int32(65536), "", "", "10.9.9.9", uint8(4|8|16|64), int32(86401))
 
-	f.Fuzz(func(t *testing.T, ns, name, typ, clusterIP, family, portName, proto string, portNum, nodePort int32, externalIPs, ranges, ingress string, flags uint8) {
+	f.Fuzz(func(t *testing.T, ns, name, typ, clusterIP, family, portName, proto string, portNum, nodePort int32, externalIPs, ranges, ingress string, flags uint8, affinityTimeout int32) {
 		s := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		s.Spec.Type = v1.ServiceType(typ)
 		s.Spec.ClusterIP = clusterIP
@@ -115,6 +117,9 @@ func FuzzServiceUpdate(f *testing.F) {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			if flags&8 != 0 {
 				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{}}
+				if flags&64 != 0 {
+					s.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr.To(affinityTimeout)
+				}
 			}
 		}
 		if flags&16 != 0 {
@@ -137,6 +142,12 @@ func FuzzServiceUpdate(f *testing.F) {
 				}
 				if !validProtocol(sp.Protocol()) || sp.Port() <= 0 || sp.Port() > 65535 {
 					t.Fatalf("%s: unprogrammable port %s %d", spn, sp.Protocol(), sp.Port())
+				}
+				if sp.NodePort() < 0 || sp.NodePort() > 65535 || sp.HealthCheckNodePort() < 0 || sp.HealthCheckNodePort() > 65535 {
+					t.Fatalf("%s: node port %d or health check node port %d out of range", spn, sp.NodePort(), sp.HealthCheckNodePort())
+				}
+				if sp.SessionAffinityType() == v1.ServiceAffinityClientIP && (sp.StickyMaxAgeSeconds() <= 0 || sp.StickyMaxAgeSeconds() > 86400) {
+					t.Fatalf("%s: affinity timeout %d out of range", spn, sp.StickyMaxAgeSeconds())
 				}
 				for _, e := range append(sp.ExternalIPs(), sp.LoadBalancerVIPs()...) {
 					if e == nil || (e.To4() == nil) != (fam == v1.IPv6Protocol) {

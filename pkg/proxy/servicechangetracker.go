@@ -134,12 +134,20 @@ func (sct *ServiceChangeTracker) serviceToServiceMap(service *v1.Service) Servic
 			sct.logger.Error(nil, "Service has duplicate port name and protocol, the last one wins", "service", klog.KObj(service),
 				"field", "spec.ports["+strconv.Itoa(i)+"]", "value", spn.String())
 		}
-		base := newBaseServiceInfo(sct.logger, service, sct.ipFamily, clusterIP, port)
-		if sct.makeServiceInfo != nil {
-			m[spn] = sct.makeServiceInfo(port, service, base)
-		} else {
+		field := "spec.ports[" + strconv.Itoa(i) + "]"
+		base := newBaseServiceInfo(sct.logger, service, sct.ipFamily, clusterIP, port, field)
+		if sct.makeServiceInfo == nil {
 			m[spn] = base
+			continue
 		}
+		info := sct.makeServiceInfo(port, service, base)
+		if info == nil {
+			// A nil entry would panic every consumer of the map; the
+			// proxier's callback chose not to handle this port.
+			sct.logger.V(2).Info("Skipping service port the proxier declined", "service", klog.KObj(service), "field", field)
+			continue
+		}
+		m[spn] = info
 	}
 	return m
 }
@@ -159,6 +167,9 @@ type UpdateServiceMapResult struct {
 func (sm ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16 {
 	ports := make(map[types.NamespacedName]uint16)
 	for spn, info := range sm {
+		if info == nil {
+			continue
+		}
 		if p := info.HealthCheckNodePort(); p > 0 && p <= 65535 {
 			ports[spn.NamespacedName] = uint16(p)
 		}

@@ -312,6 +312,55 @@ func TestServiceToServiceMap(t *testing.T) {
 			},
 		},
 		{
+			name: "out-of-range node ports are dropped, the ports kept", family: v1.IPv4Protocol,
+			svc: svc("ns", "np", func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeNodePort
+				s.Spec.ClusterIP = "10.0.0.1"
+				s.Spec.Ports = []v1.ServicePort{port("neg", v1.ProtocolTCP, 80, -1), port("big", v1.ProtocolTCP, 81, 65536), port("ok", v1.ProtocolTCP, 82, 65535)}
+			}),
+			want: map[ServicePortName]info{
+				spn("ns", "np", "neg", v1.ProtocolTCP): {ClusterIP: "10.0.0.1", Port: 80, Protocol: v1.ProtocolTCP},
+				spn("ns", "np", "big", v1.ProtocolTCP): {ClusterIP: "10.0.0.1", Port: 81, Protocol: v1.ProtocolTCP},
+				spn("ns", "np", "ok", v1.ProtocolTCP):  {ClusterIP: "10.0.0.1", Port: 82, Protocol: v1.ProtocolTCP, NodePort: 65535},
+			},
+		},
+		{
+			name: "ClientIP affinity with a zero timeout defaults it", family: v1.IPv4Protocol,
+			svc: svc("ns", "a", func(s *v1.Service) {
+				s.Spec.ClusterIP = "10.0.0.1"
+				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](0)}}
+				s.Spec.Ports = []v1.ServicePort{port("p", v1.ProtocolTCP, 80, 0)}
+			}),
+			want: map[ServicePortName]info{
+				spn("ns", "a", "p", v1.ProtocolTCP): {ClusterIP: "10.0.0.1", Port: 80, Protocol: v1.ProtocolTCP, Affinity: v1.ServiceAffinityClientIP, StickySeconds: int(v1.DefaultClientIPServiceAffinitySeconds)},
+			},
+		},
+		{
+			name: "ClientIP affinity with a timeout above one day defaults it", family: v1.IPv4Protocol,
+			svc: svc("ns", "a", func(s *v1.Service) {
+				s.Spec.ClusterIP = "10.0.0.1"
+				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](86401)}}
+				s.Spec.Ports = []v1.ServicePort{port("p", v1.ProtocolTCP, 80, 0)}
+			}),
+			want: map[ServicePortName]info{
+				spn("ns", "a", "p", v1.ProtocolTCP): {ClusterIP: "10.0.0.1", Port: 80, Protocol: v1.ProtocolTCP, Affinity: v1.ServiceAffinityClientIP, StickySeconds: int(v1.DefaultClientIPServiceAffinitySeconds)},
+			},
+		},
+		{
+			name: "ClientIP affinity of exactly one day is kept", family: v1.IPv4Protocol,
+			svc: svc("ns", "a", func(s *v1.Service) {
+				s.Spec.ClusterIP = "10.0.0.1"
+				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](86400)}}
+				s.Spec.Ports = []v1.ServicePort{port("p", v1.ProtocolTCP, 80, 0)}
+			}),
+			want: map[ServicePortName]info{
+				spn("ns", "a", "p", v1.ProtocolTCP): {ClusterIP: "10.0.0.1", Port: 80, Protocol: v1.ProtocolTCP, Affinity: v1.ServiceAffinityClientIP, StickySeconds: 86400},
+			},
+		},
+		{
 			name: "Local load balancer without a health check node port gets none", family: v1.IPv4Protocol,
 			svc: svc("ns", "lb", func(s *v1.Service) {
 				s.Spec.Type = v1.ServiceTypeLoadBalancer
@@ -570,6 +619,44 @@ func TestServiceMakeServiceInfoCallback(t *testing.T) {
 	w, ok := sm[spn("ns", "s", "p", v1.ProtocolTCP)].(*wrappedPort)
 	if !ok || w.extra != "s/p" || w.Port() != 80 {
 		t.Errorf("got %#v, want the wrapped port", sm[spn("ns", "s", "p", v1.ProtocolTCP)])
+	}
+}
+
+func TestServiceMakeServiceInfoDeclines(t *testing.T) {
+	// A proxier's callback may return nil for ports it cannot handle; the
+	// map must then simply lack them, so that consumers never meet nil.
+	sct := NewServiceChangeTracker(v1.IPv4Protocol, func(p *v1.ServicePort, _ *v1.Service, base *BaseServicePortInfo) ServicePort {
+		if p.Protocol == v1.ProtocolSCTP {
+			return nil
+		}
+		return base
+	}, nil)
+	s := svc("ns", "s", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.ClusterIP = "10.0.0.1"
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = 31000
+		s.Spec.Ports = []v1.ServicePort{port("tcp", v1.ProtocolTCP, 80, 30080), port("sctp", v1.ProtocolSCTP, 81, 30081)}
+	})
+	sct.Update(nil, s)
+	sm := ServicePortMap{}
+	sm.Update(sct)
+	if _, ok := sm[spn("ns", "s", "tcp", v1.ProtocolTCP)]; !ok || len(sm) != 1 {
+		t.Fatalf("want only the TCP port, got %v", mapView(sm))
+	}
+	if got := sm.HealthCheckNodePorts(); got[types.NamespacedName{Namespace: "ns", Name: "s"}] != 31000 {
+		t.Errorf("HealthCheckNodePorts = %v", got)
+	}
+	// Entries a third party put in the map itself are tolerated too.
+	sm[spn("ns", "other", "p", v1.ProtocolTCP)] = nil
+	if got := sm.HealthCheckNodePorts(); len(got) != 1 {
+		t.Errorf("HealthCheckNodePorts with a nil entry = %v", got)
+	}
+	delete(sm, spn("ns", "other", "p", v1.ProtocolTCP))
+	sct.Update(s, nil)
+	sm.Update(sct)
+	if _, ok := sm[spn("ns", "s", "tcp", v1.ProtocolTCP)]; ok {
+		t.Errorf("port left after delete: %v", mapView(sm))
 	}
 }
 

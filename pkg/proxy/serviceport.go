@@ -182,31 +182,53 @@ func validProtocol(p v1.Protocol) bool {
 	return p == v1.ProtocolTCP || p == v1.ProtocolUDP || p == v1.ProtocolSCTP
 }
 
+// maxClientIPAffinitySeconds is the API server's upper bound for
+// sessionAffinityConfig.clientIP.timeoutSeconds (one day).
+const maxClientIPAffinitySeconds = 86400
+
 // newBaseServiceInfo converts one port of service for ipFamily. clusterIP is
-// the already-parsed cluster IP of that family.
-func newBaseServiceInfo(logger klog.Logger, service *v1.Service, ipFamily v1.IPFamily, clusterIP net.IP, port *v1.ServicePort) *BaseServicePortInfo {
+// the already-parsed cluster IP of that family; portField names the port in
+// logs ("spec.ports[i]").
+func newBaseServiceInfo(logger klog.Logger, service *v1.Service, ipFamily v1.IPFamily, clusterIP net.IP, port *v1.ServicePort, portField string) *BaseServicePortInfo {
 	info := &BaseServicePortInfo{
 		clusterIP:           clusterIP,
 		port:                int(port.Port),
 		protocol:            port.Protocol,
-		nodePort:            int(port.NodePort),
 		sessionAffinityType: service.Spec.SessionAffinity,
 		externalPolicyLocal: serviceExternalPolicyLocal(service),
 		internalPolicyLocal: serviceInternalPolicyLocal(service),
 	}
 
+	// The API server guarantees a valid node port; objects from other
+	// sources (manifests, tests) do not, and one out-of-range port would
+	// make a whole rule transaction fail. The cluster IP still works
+	// without it, so only the node port is dropped.
+	if np := port.NodePort; np < 0 || np > 65535 {
+		logger.Error(nil, "Ignoring invalid node port of service port", "service", klog.KObj(service),
+			"field", portField+".nodePort", "value", np)
+	} else {
+		info.nodePort = int(np)
+	}
+
 	if service.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
-		// The API server always defaults the timeout; objects from other
-		// sources (manifests, tests) may not have it, so default here too
-		// instead of dereferencing nil.
+		// The API server always defaults the timeout (and keeps it within
+		// 1..MaxClientIPServiceAffinitySeconds); objects from other sources
+		// may not, so default here too instead of dereferencing nil or
+		// programming a timeout the kernel rejects.
 		cfg := service.Spec.SessionAffinityConfig
-		if cfg != nil && cfg.ClientIP != nil && cfg.ClientIP.TimeoutSeconds != nil {
-			info.stickyMaxAgeSeconds = int(*cfg.ClientIP.TimeoutSeconds)
-		} else {
+		switch {
+		case cfg == nil || cfg.ClientIP == nil || cfg.ClientIP.TimeoutSeconds == nil:
 			logger.Info("Service has ClientIP session affinity without a timeout, using the default",
 				"service", klog.KObj(service), "field", "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
 				"default", v1.DefaultClientIPServiceAffinitySeconds)
 			info.stickyMaxAgeSeconds = int(v1.DefaultClientIPServiceAffinitySeconds)
+		case *cfg.ClientIP.TimeoutSeconds <= 0 || *cfg.ClientIP.TimeoutSeconds > maxClientIPAffinitySeconds:
+			logger.Error(nil, "Service has an invalid ClientIP session affinity timeout, using the default",
+				"service", klog.KObj(service), "field", "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+				"value", *cfg.ClientIP.TimeoutSeconds, "default", v1.DefaultClientIPServiceAffinitySeconds)
+			info.stickyMaxAgeSeconds = int(v1.DefaultClientIPServiceAffinitySeconds)
+		default:
+			info.stickyMaxAgeSeconds = int(*cfg.ClientIP.TimeoutSeconds)
 		}
 	}
 

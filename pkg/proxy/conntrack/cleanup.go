@@ -75,7 +75,9 @@ func servingEndpoints(svcPortMap proxy.ServicePortMap, endpointsMap proxy.Endpoi
 	serviceIPs := map[addrPort]endpointSet{}
 	nodePorts := map[uint16]endpointSet{}
 	for spn, svc := range svcPortMap {
-		if svc.Protocol() != v1.ProtocolUDP {
+		// Maps may be filled by third-party proxiers; a nil entry is
+		// skipped rather than failing the whole cleanup.
+		if svc == nil || svc.Protocol() != v1.ProtocolUDP {
 			continue
 		}
 		eps := endpointSet{}
@@ -83,7 +85,7 @@ func servingEndpoints(svcPortMap proxy.ServicePortMap, endpointsMap proxy.Endpoi
 			// Serving, not just ready: a terminating endpoint still
 			// answers its existing flows, and cutting them is worse than
 			// letting them drain.
-			if !ep.IsServing() {
+			if ep == nil || !ep.IsServing() {
 				continue
 			}
 			if ap, ok := toAddrPort(net.ParseIP(ep.IP()), ep.Port()); ok {

@@ -232,3 +232,22 @@ func TestCleanStaleEntriesIPv6(t *testing.T) {
 		t.Errorf("deleted %v, want only the flow to fd00:1::2", d)
 	}
 }
+
+func TestCleanStaleEntriesNilMapEntries(t *testing.T) {
+	// Third-party proxiers fill these maps themselves; a nil entry must not
+	// stop the cleanup of the well-formed services around it.
+	sm, em := testMaps(t)
+	sm[proxy.ServicePortName{Port: "nil"}] = nil
+	udp := proxy.ServicePortName{Port: "udp", Protocol: v1.ProtocolUDP}
+	udp.Namespace, udp.Name = "test", "svc"
+	em[udp] = append([]proxy.Endpoint{nil}, em[udp]...)
+
+	ct := fakeconntrack.NewFake(
+		flow(clusterIP, svcPort, servingEP, epPort, unix.IPPROTO_UDP),
+		flow(clusterIP, svcPort, deletedEP, epPort, unix.IPPROTO_UDP),
+	)
+	CleanStaleEntries(ct, v1.IPv4Protocol, sm, em)
+	if d := ct.Deleted(); len(d) != 1 || d[0].Reverse.SrcIP.String() != deletedEP {
+		t.Errorf("deleted %v, want only the flow to %s", d, deletedEP)
+	}
+}
