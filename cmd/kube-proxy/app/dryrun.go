@@ -22,6 +22,9 @@ type dryRunOutput struct {
 	bufs      map[v1.IPFamily]*bytes.Buffer
 	kinds     map[v1.IPFamily]string
 	lastWrite time.Time
+	// follow, once set, receives every write as it happens (--dry-run-follow)
+	// instead of the buffers.
+	follow io.Writer
 }
 
 func newDryRunOutput() *dryRunOutput {
@@ -37,7 +40,49 @@ func (w familyWriter) Write(p []byte) (int, error) {
 	w.d.mu.Lock()
 	defer w.d.mu.Unlock()
 	w.d.lastWrite = time.Now()
+	if w.d.follow != nil {
+		if err := w.d.printLocked(w.d.follow, w.family, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
 	return w.d.bufs[w.family].Write(p)
+}
+
+// printLocked writes one family's text under its header; d.mu must be held.
+func (d *dryRunOutput) printLocked(out io.Writer, family v1.IPFamily, text []byte) error {
+	if _, err := fmt.Fprintf(out, "# kube-proxy --dry-run: %s, %s\n", family, d.kinds[family]); err != nil {
+		return err
+	}
+	_, err := out.Write(text)
+	return err
+}
+
+// startFollowing prints whatever was collected so far, then makes every later
+// sync print as it happens. Each proxier write is one whole sync (a restore input
+// or an nft transaction), so one header per write keeps the stream readable.
+func (d *dryRunOutput) startFollowing(out io.Writer) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, family := range d.familiesLocked() {
+		if b := d.bufs[family]; b.Len() > 0 {
+			if err := d.printLocked(out, family, b.Bytes()); err != nil {
+				return err
+			}
+			b.Reset()
+		}
+	}
+	d.follow = out
+	return nil
+}
+
+func (d *dryRunOutput) familiesLocked() []v1.IPFamily {
+	families := make([]v1.IPFamily, 0, len(d.bufs))
+	for f := range d.bufs {
+		families = append(families, f)
+	}
+	sort.Slice(families, func(i, j int) bool { return families[i] < families[j] })
+	return families
 }
 
 // writer returns the sink for one family; kind says what the text is.
@@ -80,17 +125,8 @@ func (d *dryRunOutput) waitAndPrint(ctx context.Context, out io.Writer, timeout 
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	families := make([]string, 0, len(d.bufs))
-	for f := range d.bufs {
-		families = append(families, string(f))
-	}
-	sort.Strings(families)
-	for _, f := range families {
-		family := v1.IPFamily(f)
-		if _, err := fmt.Fprintf(out, "# kube-proxy --dry-run: %s, %s\n", family, d.kinds[family]); err != nil {
-			return err
-		}
-		if _, err := out.Write(d.bufs[family].Bytes()); err != nil {
+	for _, family := range d.familiesLocked() {
+		if err := d.printLocked(out, family, d.bufs[family].Bytes()); err != nil {
 			return err
 		}
 	}

@@ -5,8 +5,10 @@ package app
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +96,134 @@ func testDryRun(t *testing.T, mode string, wants []string) {
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", text)
+	}
+}
+
+// lockedBuffer lets the test read what the proxiers write from their goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// --dry-run-follow prints the first sync, then each later one as the manifests
+// change, until stopped; stopping is a clean exit.
+func TestDryRunFollow(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		header string
+		// what a sync after the edit says about the new cluster IP
+		edited string
+	}{
+		{"iptables", "# kube-proxy --dry-run: IPv4, iptables-restore input", "-d 10.96.0.20 --dport 80"},
+		{"nftables", "# kube-proxy --dry-run: IPv4, nft script", "10.96.0.20 . tcp . 80"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			defer cancel()
+
+			dir := t.TempDir()
+			src := filepath.Join("..", "..", "..", "examples", "cluster")
+			entries, err := os.ReadDir(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				data, err := os.ReadFile(filepath.Join(src, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			o, err := parseAndComplete(t, []string{
+				"--manifests=" + dir,
+				"--hostname-override=node-1",
+				"--proxy-mode=" + tc.mode,
+				"--cluster-cidr=198.19.0.0/16,fd00:1::/48",
+				"--iptables-min-sync-period=0s",
+				"--dry-run-follow",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.dryRun {
+				t.Fatalf("--dry-run-follow must imply --dry-run")
+			}
+			s, err := newProxyServer(ctx, o.config, serverOptions{
+				manifests: o.manifests, manifestsRescan: 200 * time.Millisecond, dryRun: o.dryRun, dryRunFollow: o.dryRunFollow, flags: o.flags,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out lockedBuffer
+			s.dryRunOut = &out
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- s.Run(runCtx) }()
+
+			waitFor := func(what string, cond func(string) bool) {
+				t.Helper()
+				deadline := time.Now().Add(60 * time.Second)
+				for !cond(out.String()) {
+					select {
+					case err := <-done:
+						t.Fatalf("Run returned early (%v) while waiting for %s; output:\n%s", err, what, out.String())
+					default:
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out waiting for %s; output:\n%s", what, out.String())
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			waitFor("the first sync", func(s string) bool { return strings.Contains(s, tc.header) && strings.Contains(s, "10.96.0.10") })
+			if strings.Contains(out.String(), "10.96.0.20") {
+				t.Fatalf("output holds the edited address before the edit")
+			}
+			// Still running after the first sync, unlike --dry-run.
+			select {
+			case err := <-done:
+				t.Fatalf("Run returned after the first sync: %v", err)
+			case <-time.After(300 * time.Millisecond):
+			}
+
+			web := filepath.Join(dir, "web.yaml")
+			data, err := os.ReadFile(web)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(web, bytes.ReplaceAll(data, []byte("10.96.0.10"), []byte("10.96.0.20")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			waitFor("a sync following the edit", func(s string) bool { return strings.Contains(s, tc.edited) })
+			if n := strings.Count(out.String(), tc.header); n < 2 {
+				t.Errorf("want a header per sync, got %d IPv4 headers", n)
+			}
+
+			stop()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run after stop: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after stop")
+			}
+		})
 	}
 }

@@ -82,6 +82,7 @@ var addedFlags = map[string]upstreamFlag{
 	"manifests":               {"string", "", false},
 	"manifests-rescan-period": {"duration", "10s", false},
 	"dry-run":                 {"bool", "false", false},
+	"dry-run-follow":          {"bool", "false", false},
 }
 
 // commandFlags returns the flags the binary accepts: the command's own, the

@@ -64,6 +64,7 @@ type Options struct {
 	manifests          string
 	manifestsRescan    time.Duration
 	dryRun             bool
+	dryRunFollow       bool
 
 	logger klog.Logger
 }
@@ -160,6 +161,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.manifests, "manifests", o.manifests, "Run without a cluster: read Services, EndpointSlices, Nodes and ServiceCIDRs from this YAML/JSON file or directory (multi-document files and List kinds are accepted) instead of an API server, and follow changes to it. A bad document is reported with file:line and skipped; the rest applies. Use --hostname-override to say which Node in the manifests this is. Cannot be combined with --kubeconfig or --master.")
 	fs.DurationVar(&o.manifestsRescan, "manifests-rescan-period", o.manifestsRescan, "With --manifests, how often to re-read every file even without a file-system notification.")
 	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, or an nft script) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
+	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
 
 	logsapi.AddFlags(&o.config.Logging, fs)
 }
@@ -194,6 +196,9 @@ func NewOptions() *Options {
 // defaults and feature gates.
 func (o *Options) Complete(fs *pflag.FlagSet) error {
 	o.flags = fs
+	if o.dryRunFollow {
+		o.dryRun = true
+	}
 	if o.ConfigFile == "" && o.WriteConfigTo == "" {
 		o.config.HealthzBindAddress = addressFromDeprecatedFlags(o.config.HealthzBindAddress, o.healthzPort)
 		o.config.MetricsBindAddress = addressFromDeprecatedFlags(o.config.MetricsBindAddress, o.metricsPort)
@@ -341,6 +346,7 @@ func (o *Options) Run(ctx context.Context) error {
 		manifests:       o.manifests,
 		manifestsRescan: o.manifestsRescan,
 		dryRun:          o.dryRun,
+		dryRunFollow:    o.dryRunFollow,
 		flags:           o.flags,
 	})
 	if err != nil {
@@ -376,6 +382,10 @@ func (o *Options) runLoop(ctx context.Context, s *ProxyServer) error {
 	case <-ctx.Done():
 		// A signal: leave every rule in place so traffic keeps flowing until the
 		// next kube-proxy takes over.
+		if o.dryRun {
+			o.logger.Info("Shutting down; this was a dry run, nothing was programmed")
+			return nil
+		}
 		o.logger.Info("Shutting down; programmed rules are left in place")
 		return nil
 	}

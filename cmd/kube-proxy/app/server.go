@@ -63,6 +63,7 @@ type serverOptions struct {
 	manifests       string
 	manifestsRescan time.Duration
 	dryRun          bool
+	dryRunFollow    bool
 	flags           *pflag.FlagSet
 }
 
@@ -88,9 +89,10 @@ type ProxyServer struct {
 	manifests       *manifest.Source
 	manifestsRescan time.Duration
 	// dryRun collects what the proxiers would program; nil when not a dry run.
-	dryRun    *dryRunOutput
-	dryRunOut interface{ Write([]byte) (int, error) }
-	apiHealth *apiHealth
+	dryRun       *dryRunOutput
+	dryRunOut    interface{ Write([]byte) (int, error) }
+	dryRunFollow bool
+	apiHealth    *apiHealth
 	// metricsErrCh reports a metrics-server bind failure with bindAddressHardFail.
 	metricsErrCh chan error
 }
@@ -105,8 +107,9 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		manifestsRescan: opts.manifestsRescan,
 		dryRunOut:       os.Stdout,
 	}
-	if opts.dryRun {
+	if opts.dryRun || opts.dryRunFollow {
 		s.dryRun = newDryRunOutput()
+		s.dryRunFollow = opts.dryRunFollow
 	}
 
 	if err := setConfigz(cfg); err != nil {
@@ -666,7 +669,14 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 	go s.Proxier.SyncLoop()
 
 	if s.dryRun != nil {
-		return s.dryRun.waitAndPrint(ctx, s.dryRunOut, time.Minute)
+		if !s.dryRunFollow {
+			return s.dryRun.waitAndPrint(ctx, s.dryRunOut, time.Minute)
+		}
+		if err := s.dryRun.startFollowing(s.dryRunOut); err != nil {
+			return fmt.Errorf("dry run: %w", err)
+		}
+		<-ctx.Done()
+		return nil
 	}
 
 	select {
