@@ -26,6 +26,7 @@ import (
 // real API server: rules for every Service type, real traffic through them, updates
 // and deletes, /healthz, /metrics, the birth-cry event and ServiceCIDRs.
 func TestKubeProxyBinary(t *testing.T) {
+	requireEnv(t)
 	srv := shared(t)
 	kubeProxyBinary(t)
 	for _, mode := range []string{"iptables", "nftables"} {

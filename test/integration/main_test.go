@@ -42,13 +42,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireEnv skips (or, for the API server fixtures under KUBE_PROXY_REQUIRE_APISERVER=1,
-// fails) unless the test can run: root, the tools, the fixtures, and not -short.
-func requireEnv(t *testing.T) {
+// requireAPIServer skips unless the API server fixtures exist (failing instead under
+// KUBE_PROXY_REQUIRE_APISERVER=1) and the run is not -short.
+func requireAPIServer(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("runs kube-apiserver and kube-proxy; skipped with -short")
+		t.Skip("runs kube-apiserver; skipped with -short")
 	}
+	kubeapiserver.RequireBinaries(t)
+}
+
+// requireEnv is requireAPIServer plus what running kube-proxy in network namespaces
+// takes: root and the tools.
+func requireEnv(t *testing.T) {
+	t.Helper()
+	requireAPIServer(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces and programs them")
 	}
@@ -57,12 +65,12 @@ func requireEnv(t *testing.T) {
 			t.Skipf("needs %s: %v", tool, err)
 		}
 	}
-	kubeapiserver.RequireBinaries(t)
 }
 
+// shared returns the API server of the tests that do not restart it.
 func shared(t *testing.T) *kubeapiserver.Server {
 	t.Helper()
-	requireEnv(t)
+	requireAPIServer(t)
 	sharedOnce.Do(func() {
 		bins, err := kubeapiserver.FindBinaries()
 		if err != nil {

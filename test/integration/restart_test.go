@@ -124,6 +124,7 @@ func testOutages(t *testing.T, srv *kubeapiserver.Server, mode string) {
 // kube-proxy running as an identity without its RBAC permissions says why, is not
 // healthy, keeps running, and recovers once the permissions are granted.
 func TestRBACDenied(t *testing.T) {
+	requireEnv(t)
 	srv := shared(t)
 	node := newProxyNode(t, srv, kubeapiserver.Unprivileged)
 	c := newCluster(t, srv, "rbac", "node-rbac")
