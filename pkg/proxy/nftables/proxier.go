@@ -87,6 +87,10 @@ type Proxier struct {
 	syncRunner           *runner.BoundedFrequencyRunner
 	syncPeriod           time.Duration
 
+	// healthCheckPorts is what the service health server was last told to
+	// serve; nil until the first sync.
+	healthCheckPorts map[types.NamespacedName]uint16
+
 	// synced caches, per service port, what the last sync derived from it.
 	synced map[proxy.ServicePortName]*syncedService
 	// noLocal counts service ports whose internal/external traffic policy
@@ -514,14 +518,7 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	}
 	metrics.SyncProxyRulesLastTimestamp.WithLabelValues(string(p.ipFamily)).SetToCurrentTime()
 
-	// The endpoints list may include services that are not Local; the health
-	// server ignores those.
-	if err := p.serviceHealthServer.SyncServices(p.svcPortMap.HealthCheckNodePorts()); err != nil {
-		p.logger.Error(err, "Error syncing healthcheck services")
-	}
-	if err := p.serviceHealthServer.SyncEndpoints(p.endpointsMap.LocalReadyEndpoints()); err != nil {
-		p.logger.Error(err, "Error syncing healthcheck endpoints")
-	}
+	p.syncHealthChecks(doFullSync, serviceUpdateResult.UpdatedServices, endpointUpdateResult.UpdatedServices)
 
 	if p.localhostNodePortProxy != nil && nodePortsChanged {
 		var specs []localnodeportproxy.NodePortSpec
@@ -537,6 +534,66 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 		conntrack.CleanStaleEntries(p.conntrack, p.ipFamily, p.svcPortMap, p.endpointsMap)
 	}
 	return nil
+}
+
+// syncHealthChecks tells the per-service health check server which services
+// it serves and how many local ready endpoints each has. Upstream recomputes
+// both over every service and endpoint on every sync; at 10k services that is
+// most of a one-endpoint sync's CPU. The server only looks at services with a
+// health check node port, so the counts are recomputed only when the service
+// set changed or one of those services had an endpoint change, and only for
+// those services.
+func (p *Proxier) syncHealthChecks(full bool, updatedServices, updatedEndpoints sets.Set[types.NamespacedName]) {
+	servicesChanged := full || p.healthCheckPorts == nil || updatedServices.Len() > 0
+	if servicesChanged {
+		p.healthCheckPorts = p.svcPortMap.HealthCheckNodePorts()
+		if err := p.serviceHealthServer.SyncServices(p.healthCheckPorts); err != nil {
+			p.logger.Error(err, "Error syncing healthcheck services")
+		}
+	}
+	if !servicesChanged {
+		relevant := false
+		for name := range updatedEndpoints {
+			if _, ok := p.healthCheckPorts[name]; ok {
+				relevant = true
+				break
+			}
+		}
+		if !relevant {
+			return
+		}
+	}
+	if err := p.serviceHealthServer.SyncEndpoints(localReadyEndpoints(p.endpointsMap, p.healthCheckPorts)); err != nil {
+		p.logger.Error(err, "Error syncing healthcheck endpoints")
+	}
+}
+
+// localReadyEndpoints counts the distinct local ready endpoint IPs of each
+// service in only, as EndpointsMap.LocalReadyEndpoints does for all services
+// (endpoints under any port name count, as upstream).
+func localReadyEndpoints(em proxy.EndpointsMap, only map[types.NamespacedName]uint16) map[types.NamespacedName]int {
+	ips := map[types.NamespacedName]sets.Set[string]{}
+	for spn, eps := range em {
+		if _, ok := only[spn.NamespacedName]; !ok {
+			continue
+		}
+		for _, ep := range eps {
+			if ep == nil || !ep.IsReady() || !ep.IsLocal() {
+				continue
+			}
+			s := ips[spn.NamespacedName]
+			if s == nil {
+				s = sets.New[string]()
+				ips[spn.NamespacedName] = s
+			}
+			s.Insert(ep.IP())
+		}
+	}
+	counts := make(map[types.NamespacedName]int, len(ips))
+	for name, s := range ips {
+		counts[name] = s.Len()
+	}
+	return counts
 }
 
 // forget removes name's cached contribution to the counters.

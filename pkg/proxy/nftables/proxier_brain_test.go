@@ -22,9 +22,10 @@ import (
 // recordingHealthServer remembers what the proxier last told the
 // per-service health check server.
 type recordingHealthServer struct {
-	mu        sync.Mutex
-	services  map[types.NamespacedName]uint16
-	endpoints map[types.NamespacedName]int
+	mu            sync.Mutex
+	services      map[types.NamespacedName]uint16
+	endpoints     map[types.NamespacedName]int
+	endpointCalls int
 }
 
 func (r *recordingHealthServer) SyncServices(s map[types.NamespacedName]uint16) error {
@@ -38,6 +39,7 @@ func (r *recordingHealthServer) SyncEndpoints(e map[types.NamespacedName]int) er
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.endpoints = e
+	r.endpointCalls++
 	return nil
 }
 
@@ -166,6 +168,9 @@ func TestProxierBrainFeatures(t *testing.T) {
 					Reverse:    netlink.IPTuple{SrcIP: net.ParseIP(ip(epAddr)), DstIP: net.ParseIP(ip(client)), Protocol: unix.IPPROTO_UDP, SrcPort: 5353, DstPort: 40000},
 				}
 			}
+			hs.mu.Lock()
+			callsBefore := hs.endpointCalls
+			hs.mu.Unlock()
 			stale, kept := flow("10.1.2.3", "10.180.1.54"), flow("10.1.2.4", "10.180.0.54")
 			ct.AddEntries(stale, kept)
 			p.OnEndpointSliceUpdate(slices[3], dnsSlice("10.180.0.54"))
@@ -176,7 +181,32 @@ func TestProxierBrainFeatures(t *testing.T) {
 			if len(deleted) != 1 || !deleted[0].Reverse.SrcIP.Equal(net.ParseIP(ip("10.180.1.54"))) {
 				t.Errorf("conntrack: deleted %v, want only the flow to the removed endpoint", deleted)
 			}
+			// The health server hears about endpoint changes of services
+			// with a health check only.
+			hs.mu.Lock()
+			calls := hs.endpointCalls
+			hs.mu.Unlock()
+			if calls != callsBefore {
+				t.Errorf("an endpoint change of a service without a health check called SyncEndpoints (%d -> %d calls)", callsBefore, calls)
+			}
+			p.OnEndpointSliceUpdate(slices[2], makeSlice("ns3", "local", "local-1", tf.family, func(es *discovery.EndpointSlice) {
+				es.Ports = tcpPort("http", 80)
+				es.Endpoints = []discovery.Endpoint{
+					epAt(ip("10.180.0.53"), "node2", true, true, false),
+					epAt(ip("10.180.1.53"), testNodeName, true, true, false),
+				}
+			}))
+			if err := p.syncProxyRules(); err != nil {
+				t.Fatal(err)
+			}
+			hs.mu.Lock()
+			gotEps = hs.endpoints[types.NamespacedName{Namespace: "ns3", Name: "local"}]
+			hs.mu.Unlock()
+			if gotEps != 1 {
+				t.Errorf("ns3/local gained a local endpoint, health server was told %d", gotEps)
+			}
 			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+				{name: "eTP=Local LB uses the new local endpoint", src: "external", dst: "1.2.3.7", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.1.53:80"}},
 				{name: "UDP service uses the remaining endpoint", src: "10.1.2.3", dst: "172.30.0.54", proto: "udp", port: 53, verdict: "ACCEPT", dnat: []string{"10.180.0.54:5353"}},
 			})
 		})

@@ -1,0 +1,185 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/knftables"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
+)
+
+// benchObjects returns n NodePort services with eps endpoints each (every
+// tenth eTP=Local, every fiftieth with session affinity), as API objects.
+func benchObjects(n, eps int) ([]*v1.Service, []*discovery.EndpointSlice) {
+	svcs := make([]*v1.Service, 0, n)
+	slices := make([]*discovery.EndpointSlice, 0, n)
+	for i := range n {
+		ns, name := fmt.Sprintf("ns%d", i%100), fmt.Sprintf("svc%d", i)
+		ip := fmt.Sprintf("172.30.%d.%d", i/250, i%250+1)
+		svcs = append(svcs, makeService(ns, name, func(s *v1.Service) {
+			s.Spec.Type = v1.ServiceTypeNodePort
+			s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip, []string{ip}, []v1.IPFamily{v1.IPv4Protocol}
+			s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: int32(30000 + i%30000), TargetPort: intstr.FromInt32(8080)}}
+			if i%10 == 0 {
+				s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+				s.Spec.HealthCheckNodePort = int32(32000 + i%1000)
+			}
+			if i%50 == 0 {
+				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10800)}}
+			}
+		}))
+		slices = append(slices, makeSlice(ns, name, name+"-1", v1.IPv4Protocol, func(es *discovery.EndpointSlice) {
+			es.Ports = tcpPort("http", 8080)
+			for j := range eps {
+				k := i*eps + j
+				node := "node2"
+				if j == 0 {
+					node = testNodeName
+				}
+				es.Endpoints = append(es.Endpoints, epAt(fmt.Sprintf("10.%d.%d.%d", k/65536, (k/256)%256, k%256), node, true, true, false))
+			}
+		}))
+	}
+	return svcs, slices
+}
+
+// benchProxier builds a Proxier over nft with a discarding logger (the
+// default test logger would format every V(2) line).
+func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
+	b.Helper()
+	ctx := klog.NewContext(context.Background(), klog.Background().V(0))
+	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
+	cfg.NFTables.MasqueradeBit = ptr.To[int32](14)
+	cfg.SyncPeriod.Duration = 30 * time.Second
+	cfg.MinSyncPeriod.Duration = time.Second
+	cfg.NodePortAddresses = []string{"192.168.0.2/32"}
+	nw := proxyutiltest.NewFakeNetwork()
+	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{&net.IPNet{IP: net.ParseIP("192.168.0.2"), Mask: net.CIDRMask(24, 32)}})
+	p, err := newProxier(ctx, nft, cfg, v1.IPv4Protocol, proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"), testNodeName,
+		net.ParseIP("192.168.0.2"), proxyutil.NewNodePortAddresses(v1.IPv4Protocol, cfg.NodePortAddresses), nw,
+		conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.OnServiceCIDRsChanged([]string{"172.30.0.0/16"})
+	return p
+}
+
+// BenchmarkProxier measures the whole path from API objects to nft, as the
+// running kube-proxy does it: the first (full) sync, then a one-endpoint
+// change and a one-service add, each a partial sync. "gen" renders the
+// transactions and discards them; "nft" runs them with the real nft in a
+// private netns (root; 10k and more only with KUBE_PROXY_BENCH_LARGE=1).
+// maxrss-MiB is the process peak after the step.
+func BenchmarkProxier(b *testing.B) {
+	for _, n := range benchSizes {
+		svcs, slices := benchObjects(n, 10)
+		extraSvcs, extraSlices := benchObjects(n+5000, 10)
+		extraSvcs, extraSlices = extraSvcs[n:], extraSlices[n:]
+		for _, mode := range []string{"gen", "nft"} {
+			run := func(b *testing.B, mk func() (knftables.Interface, func())) {
+				b.Run("FullSync", func(b *testing.B) {
+					b.ReportAllocs()
+					cpu0 := childCPU()
+					for b.Loop() {
+						b.StopTimer()
+						nft, cleanup := mk()
+						p := benchProxier(b, nft)
+						runtime.GC()
+						b.StartTimer()
+						startProxier(p, svcs, slices)
+						b.StopTimer()
+						if p.needFullSync {
+							b.Fatal("initial sync failed")
+						}
+						cleanup()
+						b.StartTimer()
+					}
+					reportChildCPU(b, cpu0)
+					reportRSS(b)
+				})
+				nft, cleanup := mk()
+				defer cleanup()
+				p := benchProxier(b, nft)
+				startProxier(p, svcs, slices)
+				b.Run("EndpointChange", func(b *testing.B) {
+					b.ReportAllocs()
+					cpu0 := childCPU()
+					i := 0
+					for b.Loop() {
+						old := slices[(i*7919)%n]
+						upd := old.DeepCopy()
+						upd.Endpoints[1].Addresses = []string{fmt.Sprintf("10.200.%d.%d", (i/250)%250, i%250+1)}
+						slices[(i*7919)%n] = upd
+						i++
+						p.OnEndpointSliceUpdate(old, upd)
+						if err := p.syncProxyRules(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportChildCPU(b, cpu0)
+				})
+				b.Run("ServiceAdd", func(b *testing.B) {
+					b.ReportAllocs()
+					cpu0 := childCPU()
+					i := 0
+					for b.Loop() {
+						if i == len(extraSvcs) {
+							b.Fatal("ran out of extra services; raise their number")
+						}
+						p.OnServiceAdd(extraSvcs[i])
+						p.OnEndpointSliceAdd(extraSlices[i])
+						i++
+						if err := p.syncProxyRules(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportChildCPU(b, cpu0)
+					reportRSS(b)
+				})
+			}
+			b.Run(fmt.Sprintf("%s/%d", mode, n), func(b *testing.B) {
+				if mode == "gen" {
+					run(b, func() (knftables.Interface, func()) {
+						return &discardNFT{Fake: knftables.NewFake(knftables.IPv4Family, kubeProxyTable)}, func() {}
+					})
+					return
+				}
+				if n > 1000 && os.Getenv("KUBE_PROXY_BENCH_LARGE") == "" {
+					b.Skip("set KUBE_PROXY_BENCH_LARGE=1 to run the real-nft benchmark at this size")
+				}
+				inNetns(b, func() {
+					run(b, func() (knftables.Interface, func()) {
+						nft, err := knftables.New(knftables.IPv4Family, kubeProxyTable, knftables.UseNetlink)
+						if err != nil {
+							b.Skipf("nftables unusable here: %v", err)
+						}
+						return nft, func() {
+							tx := nft.NewTransaction()
+							tx.Delete(&knftables.Table{})
+							_ = nft.Run(context.Background(), tx)
+						}
+					})
+				})
+			})
+		}
+	}
+}
