@@ -225,6 +225,18 @@ func (s *Service) LocalEndpoints() []Endpoint {
 	return filter(s.Endpoints, func(e *Endpoint) bool { return e.ForLocal })
 }
 
+// LocalEndpointCount returns how many endpoints Local-policy traffic may use, without
+// allocating.
+func (s *Service) LocalEndpointCount() int {
+	n := 0
+	for i := range s.Endpoints {
+		if s.Endpoints[i].ForLocal {
+			n++
+		}
+	}
+	return n
+}
+
 // InternalEndpoints returns where traffic to the cluster IP goes: the local endpoints under
 // Local internal policy, the cluster endpoints otherwise.
 func (s *Service) InternalEndpoints() []Endpoint {
@@ -247,7 +259,19 @@ func (s *Service) ExternalEndpoints() []Endpoint {
 // Equal reports whether s and o are the same service with the same endpoints.
 func (s *Service) Equal(o *Service) bool {
 	return s.HasAnyEndpoints == o.HasAnyEndpoints && s.ServicePort.Equal(&o.ServicePort) &&
-		slices.Equal(s.Endpoints, o.Endpoints)
+		sameOrEqual(s.Endpoints, o.Endpoints)
+}
+
+// sameOrEqual is slices.Equal with a shortcut for slices sharing their backing array,
+// which is what successive States from one Computer do for every unchanged port.
+func sameOrEqual[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // Normalize normalizes the port and sorts and de-duplicates the endpoints.
