@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -182,6 +183,18 @@ func modeRules(t *testing.T, ns, mode string) string {
 		b.Write(out)
 	}
 	return b.String()
+}
+
+var (
+	ruleCounters = regexp.MustCompile(`\[\d+:\d+\]|packets \d+ bytes \d+`)
+	saveComment  = regexp.MustCompile(`(?m)^#.*\n`)
+)
+
+// stableRules is modeRules without what changes on its own: iptables-save's
+// timestamped comments and packet counters.
+func stableRules(t *testing.T, ns, mode string) string {
+	t.Helper()
+	return ruleCounters.ReplaceAllString(saveComment.ReplaceAllString(modeRules(t, ns, mode), ""), "")
 }
 
 // leftovers lists the kube-proxy state in the namespace, of either mode.
@@ -401,6 +414,65 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 	}
 	if !strings.Contains(rules(t, ns), "10.96.0.20") {
 		t.Errorf("rules were removed on SIGTERM")
+	}
+
+	// Restarted against an API server that cannot be reached: it keeps retrying, the
+	// metrics server's /healthz says why, and the rules programmed before stay as
+	// they are; a signal still stops it cleanly.
+	before := stableRules(t, ns, mode)
+	if !strings.Contains(before, "10.96.0.20") {
+		t.Fatalf("no rules to keep before the restart:\n%s", before)
+	}
+	var stderr2 syncBuffer
+	cmd2 := exec.Command("ip", "netns", "exec", ns, bin,
+		"--master=https://127.0.0.1:1", "--hostname-override=node-1", "--proxy-mode="+mode,
+		"--cluster-cidr=198.19.0.0/16,fd00:1::/48",
+		"--healthz-bind-address="+healthz, "--metrics-bind-address="+metrics,
+		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0")
+	cmd2.Stderr, cmd2.Stdout = &stderr2, &stderr2
+	if err := cmd2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited2 := make(chan error, 1)
+	go func() { exited2 <- cmd2.Wait() }()
+	stopped2 := false
+	defer func() {
+		if !stopped2 {
+			_ = cmd2.Process.Kill()
+			<-exited2
+		}
+		if t.Failed() {
+			t.Logf("kube-proxy (unreachable API server) output:\n%s", stderr2.String())
+		}
+	}()
+	eventually(t, "/healthz to report the unreachable API server", 30*time.Second, func() bool {
+		select {
+		case err := <-exited2:
+			stopped2 = true
+			t.Fatalf("kube-proxy exited with the API server unreachable: %v", err)
+		default:
+		}
+		code, body := httpGet(ns, "http://"+metrics+"/healthz")
+		return code == 503 && strings.Contains(body, "API server unreachable")
+	}, func() string {
+		code, body := httpGet(ns, "http://"+metrics+"/healthz")
+		return fmt.Sprintf("%d %s", code, body)
+	})
+	if after := stableRules(t, ns, mode); after != before {
+		t.Errorf("rules changed while the API server was unreachable:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	_ = cmd2.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited2:
+		stopped2 = true
+		if err != nil {
+			t.Errorf("exit after SIGTERM while waiting for the API server: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit within 20s of SIGTERM")
+	}
+	if after := stableRules(t, ns, mode); after != before {
+		t.Errorf("rules changed by a kube-proxy that never reached the API server:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
 	// --cleanup empties the namespace of kube-proxy state.
