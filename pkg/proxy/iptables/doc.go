@@ -6,8 +6,13 @@
 // upstream Kubernetes v1.37's iptables mode, so a node can switch between the
 // two binaries without stale or conflicting rules. Internally the proxier
 // differs: it keeps the per-service dispatch rules rendered from the previous
-// sync and re-renders only changed services, and it tracks the chains it
-// created so that partial syncs never need iptables-save.
+// sync and re-renders only changed services, it tracks the chains it created
+// so that partial syncs never need iptables-save, and a partial sync leaves
+// the top-level chains (KUBE-SERVICES, KUBE-NODEPORTS, the filter table...)
+// out of the restore when they would be rewritten unchanged, so an endpoint
+// change costs iptables-restore that service's chains only (they are still
+// rewritten at least once per syncPeriod). Full syncs (first, after a
+// failure, canary-triggered, hourly) write everything.
 //
 // Allowed imports: the brain (k8s.io/kube-proxy/pkg/proxy and its config,
 // conntrack, healthcheck, metrics, runner, util and apis/config packages),

@@ -132,11 +132,17 @@ type Proxier struct {
 	filterChains, filterRules ruleBuf
 	natChains, natRules       ruleBuf
 	dispatch                  ruleBuf
-	restoreData               []byte
-	saveBuf                   bytesBuffer
-	natSaved                  bool // saveBuf holds this sync's nat save
-	probabilities             []string
-	nfacctReady               map[string]bool
+	// The top-level chains' content as last applied to the kernel (valid if
+	// appliedValid), so partial syncs can leave them out when unchanged.
+	appliedFilterChains, appliedFilterRules ruleBuf
+	appliedDispatch                         ruleBuf
+	appliedValid                            bool
+	lastTopLevelWrite                       time.Time
+	restoreData                             []byte
+	saveBuf                                 bytesBuffer
+	natSaved                                bool // saveBuf holds this sync's nat save
+	probabilities                           []string
+	nfacctReady                             map[string]bool
 
 	initialized atomic.Bool
 	syncRunner  *runner.BoundedFrequencyRunner

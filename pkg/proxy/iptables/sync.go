@@ -134,6 +134,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		// The trackers have been drained, so what changed is lost: only a
 		// full sync can bring the kernel back in line.
 		p.needFullSync = true
+		p.appliedValid = false
 	}()
 
 	if doFullSync && p.dryRun == nil {
@@ -211,6 +212,9 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	}
 	p.natRules.end()
 	p.natRules.line("-A", string(kubeMarkMasqChain), "-j", "MARK", "--or-mark", p.masqueradeMark)
+	// Everything so far in nat is fixed for the proxier's lifetime; the
+	// per-service chains follow.
+	natTopChainsEnd, natTopRulesEnd, natTopRules := len(p.natChains.b), len(p.natRules.b), p.natRules.lines
 
 	isIPv6 := p.ipFamily == v1.IPv6Protocol
 	if !isIPv6 && p.localhostNodePorts {
@@ -359,20 +363,49 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	p.filterRules.line("-A", string(kubeForwardChain), "-m", "comment", "--comment", `"kubernetes forwarding conntrack rule"`,
 		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 
+	// A partial sync leaves out the top-level chains when they would be
+	// rewritten with exactly what the last successful restore put there:
+	// an endpoint change then costs iptables-restore the changed service's
+	// chains only, not every service's dispatch rules. (--noflush restores
+	// leave undeclared chains alone.) Upstream rewrites them on every sync,
+	// which also repairs them if someone flushed one but left the canary;
+	// to keep that repair within a syncPeriod of the next change, they are
+	// written at least once per syncPeriod anyway, and on every full sync.
+	writeAllTop := doFullSync || !p.appliedValid || time.Since(p.lastTopLevelWrite) >= p.syncPeriod
+	writeFilter := writeAllTop ||
+		!bytes.Equal(p.filterChains.b, p.appliedFilterChains.b) || !bytes.Equal(p.filterRules.b, p.appliedFilterRules.b)
+	writeNATTop := writeAllTop || !bytes.Equal(p.dispatch.b, p.appliedDispatch.b)
+
 	natLines := p.natRules.lines + p.dispatch.lines
+	natWritten := natLines
+	if !writeNATTop {
+		natWritten -= natTopRules + p.dispatch.lines
+	}
+	filterWritten := p.filterRules.lines
+	if !writeFilter {
+		filterWritten = 0
+	}
 	metrics.IPTablesRulesTotal.WithLabelValues(string(utiliptables.TableFilter), family).Set(float64(p.filterRules.lines))
-	metrics.IPTablesRulesLastSync.WithLabelValues(string(utiliptables.TableFilter), family).Set(float64(p.filterRules.lines))
+	metrics.IPTablesRulesLastSync.WithLabelValues(string(utiliptables.TableFilter), family).Set(float64(filterWritten))
 	metrics.IPTablesRulesTotal.WithLabelValues(string(utiliptables.TableNAT), family).Set(float64(natLines + skippedRules))
-	metrics.IPTablesRulesLastSync.WithLabelValues(string(utiliptables.TableNAT), family).Set(float64(natLines))
+	metrics.IPTablesRulesLastSync.WithLabelValues(string(utiliptables.TableNAT), family).Set(float64(natWritten))
 
 	data := p.restoreData[:0]
-	data = append(data, "*filter\n"...)
-	data = append(data, p.filterChains.b...)
-	data = append(data, p.filterRules.b...)
-	data = append(data, "COMMIT\n*nat\n"...)
-	data = append(data, p.natChains.b...)
-	data = append(data, p.natRules.b...)
-	data = append(data, p.dispatch.b...)
+	if writeFilter {
+		data = append(data, "*filter\n"...)
+		data = append(data, p.filterChains.b...)
+		data = append(data, p.filterRules.b...)
+		data = append(data, "COMMIT\n"...)
+	}
+	data = append(data, "*nat\n"...)
+	if writeNATTop {
+		data = append(data, p.natChains.b...)
+		data = append(data, p.natRules.b...)
+		data = append(data, p.dispatch.b...)
+	} else {
+		data = append(data, p.natChains.b[natTopChainsEnd:]...)
+		data = append(data, p.natRules.b[natTopRulesEnd:]...)
+	}
 	for _, c := range stale {
 		data = append(data, "-X "...)
 		data = append(data, c...)
@@ -409,6 +442,19 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	}
 	success = true
 	p.needFullSync = false
+	// Keep what the kernel now has in the top-level chains; the buffers are
+	// swapped rather than copied, and the next sync resets the old ones.
+	if writeFilter {
+		p.filterChains, p.appliedFilterChains = p.appliedFilterChains, p.filterChains
+		p.filterRules, p.appliedFilterRules = p.appliedFilterRules, p.filterRules
+	}
+	if writeNATTop {
+		p.dispatch, p.appliedDispatch = p.appliedDispatch, p.dispatch
+	}
+	p.appliedValid = true
+	if writeFilter && writeNATTop {
+		p.lastTopLevelWrite = time.Now()
+	}
 
 	for name, times := range endpointResult.LastChangeTriggerTimes {
 		for _, t := range times {
