@@ -74,10 +74,12 @@ func kernelNetns(t testing.TB, variant string) string {
 // set it appends an invalid rule to every restore.
 type corruptingIPTables struct {
 	utiliptables.Interface
-	bad bool
+	bad  bool
+	last []byte // the last restore input, as given
 }
 
 func (c *corruptingIPTables) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	c.last = slices.Clone(data)
 	if c.bad {
 		i := bytes.LastIndex(data, []byte("COMMIT\n"))
 		bad := append(slices.Clone(data[:i]), "-A KUBE-SERVICES -j KUBE-NO-SUCH-CHAIN\n"...)
@@ -188,6 +190,10 @@ func TestKernel(t *testing.T) {
 				updateSlice(env.p, moreSlices, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:3] })
 				if err := env.p.SyncNow(); err != nil {
 					t.Fatalf("partial sync: %v", err)
+				}
+				// The kernel kept the top-level chains the restore left out.
+				if nat, filter := writesTopLevel(string(ipt.last)); len(nat) != 0 || filter {
+					t.Errorf("endpoint-only partial sync wrote top-level nat chains %v, filter %v:\n%s", nat, filter, ipt.last)
 				}
 				checkTraces("partial sync", 3)
 				goneSEP := string(endpointChainName("ns/svc0:p80", "tcp", f.hp(f.podIndex(3), 8080)))
