@@ -6,21 +6,51 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// The README's first quick-start command, unprivileged: dry run on the examples.
+// quickStartArgs returns the arguments of QUICKSTART.md's first command, which
+// must be `go run ./cmd/kube-proxy ...` run from the repository root, so the
+// test runs what the README tells people to run.
+func quickStartArgs(t *testing.T) []string {
+	t.Helper()
+	const prefix = "go run ./cmd/kube-proxy "
+	// The section is drafted here and merged into the README; either will do.
+	docs := []string{"QUICKSTART.md", filepath.Join("..", "..", "README.md")}
+	for _, path := range docs {
+		doc, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(line, prefix) {
+				return strings.Fields(strings.TrimPrefix(line, prefix))
+			}
+		}
+	}
+	t.Fatalf("none of %v has a line starting %q", docs, prefix)
+	return nil
+}
+
+// The README's first quick-start command, unprivileged: dry run on the examples,
+// in both modes.
 func TestBinaryQuickStartDryRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
 	bin := buildBinary(t)
+	args := quickStartArgs(t)
+	if !slices.Contains(args, "--dry-run") || !slices.Contains(args, "--proxy-mode") {
+		t.Fatalf("the quick-start command must be a dry run naming its mode: %v", args)
+	}
 	for _, mode := range []string{"iptables", "nftables"} {
 		t.Run(mode, func(t *testing.T) {
-			cmd := exec.Command(bin, "--manifests", filepath.Join("..", "..", "examples", "cluster"),
-				"--hostname-override", "node-1", "--proxy-mode", mode,
-				"--cluster-cidr", "198.19.0.0/16,fd00:1::/48", "--dry-run")
+			modeArgs := slices.Clone(args)
+			modeArgs[slices.Index(modeArgs, "--proxy-mode")+1] = mode
+			cmd := exec.Command(bin, modeArgs...)
+			cmd.Dir = filepath.Join("..", "..") // the repository root, as the README says
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
