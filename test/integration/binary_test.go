@@ -39,6 +39,7 @@ func TestKubeProxyBinary(t *testing.T) {
 type proxyNode struct {
 	ns         *netNS
 	pod        *netNS
+	client     *netNS
 	relay      *relay
 	kubeconfig string
 }
@@ -47,6 +48,7 @@ func newProxyNode(t *testing.T, srv *kubeapiserver.Server, id kubeapiserver.Iden
 	t.Helper()
 	n := &proxyNode{ns: newNetNS(t, "kp-node-")}
 	n.pod = newPodNet(t, n.ns)
+	n.client = newClientNet(t, n.ns)
 	// Same address and port inside the namespace as on the host: the serving
 	// certificate is for 127.0.0.1.
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Port()))
@@ -61,6 +63,18 @@ func newProxyNode(t *testing.T, srv *kubeapiserver.Server, id kubeapiserver.Iden
 // fetch GETs host:port from the node namespace and returns the body, or the error text.
 func (n *proxyNode) fetch(host string, port int32) string {
 	code, body, err := n.ns.get(fmt.Sprintf("http://%s/", net.JoinHostPort(host, strconv.Itoa(int(port)))))
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if code != 200 {
+		return fmt.Sprintf("status %d: %s", code, body)
+	}
+	return body
+}
+
+// fetchFrom GETs path on host:port from namespace ns and returns the body, or the error text.
+func fetchFrom(ns *netNS, host string, port int32, path string) string {
+	code, body, err := ns.get(fmt.Sprintf("http://%s%s", net.JoinHostPort(host, strconv.Itoa(int(port))), path))
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -125,6 +139,20 @@ func testBinary(t *testing.T, srv *kubeapiserver.Server, mode string) {
 	}
 	if got := node.fetch(npIP, 81); got != podB {
 		t.Errorf("ClusterIP of np gave %q, want %q", got, podB)
+	}
+	// From outside the cluster: a NodePort under Cluster policy is masqueraded to the
+	// node's address; a load balancer VIP under Local policy keeps the client's address.
+	if got := fetchFrom(node.client, nodeIP, nodePort, "/"); got != podB {
+		t.Errorf("NodePort %s:%d from an external client gave %q, want %q", nodeIP, nodePort, got, podB)
+	}
+	if got := fetchFrom(node.client, nodeIP, nodePort, "/source"); got != nodeIP {
+		t.Errorf("the endpoint of NodePort %d (externalTrafficPolicy Cluster) saw the client as %q, want the node's %s", nodePort, got, nodeIP)
+	}
+	eventually(t, "traffic from an external client to the load balancer VIP", 30*time.Second, func() bool {
+		return fetchFrom(node.client, "198.18.200.1", 82, "/") == podA
+	}, func() string { return fetchFrom(node.client, "198.18.200.1", 82, "/") + "\n" + ruleset(node.ns) })
+	if got := fetchFrom(node.client, "198.18.200.1", 82, "/source"); got != clientIP {
+		t.Errorf("the endpoint of the load balancer (externalTrafficPolicy Local) saw the client as %q, want %s", got, clientIP)
 	}
 	if !node.refused(emptyIP, 83) {
 		t.Errorf("a Service without endpoints (%s:83) is not rejected", emptyIP)

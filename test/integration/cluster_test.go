@@ -177,11 +177,44 @@ func newPodNet(t *testing.T, node *netNS) *netNS {
 			t.Fatalf("pod listener on %s: %v", ip, err)
 		}
 		body := ip
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) })}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/source" {
+				// Who the pod saw connecting: tells masquerading from source preservation.
+				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+				fmt.Fprint(w, host)
+				return
+			}
+			fmt.Fprint(w, body)
+		})}
 		go func() { _ = srv.Serve(l) }()
 		t.Cleanup(func() { _ = srv.Close() })
 	}
 	return pod
+}
+
+// Addresses of the link between the node and an external client. They are outside
+// kube-proxy's --cluster-cidr (198.18.0.0/16), so the client is not taken for a pod.
+const (
+	nodeExternalIP = "198.19.0.1"
+	clientIP       = "198.19.0.2"
+)
+
+// newClientNet gives the node a second veth, to a namespace standing for a client outside
+// the cluster (a load balancer forwarding with the VIP kept as destination), whose
+// default route is the node. The node forwards between its links, as nodes do.
+func newClientNet(t *testing.T, node *netNS) *netNS {
+	t.Helper()
+	client := newNetNS(t, "kp-client-")
+	if out, err := exec2("ip", "-n", node.name, "link", "add", "veth1", "type", "veth", "peer", "name", "eth0", "netns", client.name); err != nil {
+		t.Skipf("needs veth interfaces: %v\n%s", err, out)
+	}
+	mustRun(t, "ip", "-n", node.name, "addr", "add", nodeExternalIP+"/24", "dev", "veth1")
+	mustRun(t, "ip", "-n", node.name, "link", "set", "veth1", "up")
+	mustRun(t, "ip", "netns", "exec", node.name, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	mustRun(t, "ip", "-n", client.name, "addr", "add", clientIP+"/24", "dev", "eth0")
+	mustRun(t, "ip", "-n", client.name, "link", "set", "eth0", "up")
+	mustRun(t, "ip", "-n", client.name, "route", "add", "default", "via", nodeExternalIP)
+	return client
 }
 
 // ruleset is everything kube-proxy may have programmed in the namespace.
