@@ -25,12 +25,13 @@ import (
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 )
 
-// benchObjects returns n NodePort services with eps endpoints each (every
-// tenth eTP=Local, every fiftieth with session affinity), as API objects.
-func benchObjects(n, eps int) ([]*v1.Service, []*discovery.EndpointSlice) {
+// benchObjects returns NodePort services first..first+n-1 with eps endpoints
+// each (every tenth eTP=Local, every fiftieth with session affinity), as API
+// objects.
+func benchObjects(first, n, eps int) ([]*v1.Service, []*discovery.EndpointSlice) {
 	svcs := make([]*v1.Service, 0, n)
 	slices := make([]*discovery.EndpointSlice, 0, n)
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		ns, name := fmt.Sprintf("ns%d", i%100), fmt.Sprintf("svc%d", i)
 		ip := fmt.Sprintf("172.30.%d.%d", i/250, i%250+1)
 		svcs = append(svcs, makeService(ns, name, func(s *v1.Service) {
@@ -91,9 +92,8 @@ func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
 // maxrss-MiB is the process peak after the step.
 func BenchmarkProxier(b *testing.B) {
 	for _, n := range benchSizes {
-		svcs, slices := benchObjects(n, 10)
-		extraSvcs, extraSlices := benchObjects(n+5000, 10)
-		extraSvcs, extraSlices = extraSvcs[n:], extraSlices[n:]
+		svcs, slices := benchObjects(0, n, 10)
+		extraSvcs, extraSlices := benchObjects(n, 2000, 10)
 		for _, mode := range []string{"gen", "nft"} {
 			run := func(b *testing.B, mk func() (knftables.Interface, func())) {
 				b.Run("FullSync", func(b *testing.B) {

@@ -45,25 +45,40 @@ func (p *plan) endUnit() {
 
 func (p *plan) empty() bool { return len(p.ops) == 0 }
 
-// chunks splits the plan into transactions of at most maxOps operations (a
-// single unit larger than maxOps gets a transaction of its own). maxOps <= 0
-// means one transaction.
-func (p *plan) chunks(nft knftables.Interface, maxOps int) []*knftables.Transaction {
+// chunkEnds returns the op index at which each transaction ends when the plan
+// is packed into transactions of at most maxOps operations (a single unit
+// larger than maxOps gets a transaction of its own). maxOps <= 0 means one
+// transaction.
+func (p *plan) chunkEnds(maxOps int) []int {
 	p.endUnit()
 	if len(p.ops) == 0 {
 		return nil
 	}
-	var txs []*knftables.Transaction
-	tx := nft.NewTransaction()
+	var ends []int
 	n, start := 0, 0
 	for _, end := range p.unitEnds {
 		size := end - start
 		if maxOps > 0 && n > 0 && n+size > maxOps {
-			txs = append(txs, tx)
-			tx = nft.NewTransaction()
+			ends = append(ends, start)
 			n = 0
 		}
-		for _, o := range p.ops[start:end] {
+		n += size
+		start = end
+	}
+	return append(ends, len(p.ops))
+}
+
+// each builds the plan's transactions one at a time and hands each to fn,
+// stopping at fn's first error. Transactions are built lazily and the plan
+// lets go of the objects of each one handed over, so a cold start never has
+// every transaction (and its rendering) in memory at once.
+func (p *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, tx *knftables.Transaction) error) error {
+	ends := p.chunkEnds(maxOps)
+	start := 0
+	for i, end := range ends {
+		tx := nft.NewTransaction()
+		for j := start; j < end; j++ {
+			o := p.ops[j]
 			switch o.verb {
 			case opAdd:
 				tx.Add(o.obj)
@@ -72,25 +87,14 @@ func (p *plan) chunks(nft knftables.Interface, maxOps int) []*knftables.Transact
 			case opDelete:
 				tx.Delete(o.obj)
 			}
+			p.ops[j] = op{}
 		}
-		n += size
+		if err := fn(i, len(ends), tx); err != nil {
+			return err
+		}
 		start = end
 	}
-	return append(txs, tx)
-}
-
-// run applies the plan chunk by chunk, stopping at the first failure, and
-// returns the failed transaction with the error. Each chunk is atomic on its
-// own; a failure part-way leaves earlier chunks applied, which the caller
-// repairs with a full sync.
-func (p *plan) run(ctx context.Context, nft knftables.Interface, maxOps int) (*knftables.Transaction, error) {
-	txs := p.chunks(nft, maxOps)
-	for i, tx := range txs {
-		if err := nft.Run(ctx, tx); err != nil {
-			return tx, fmt.Errorf("nftables transaction %d of %d: %w", i+1, len(txs), err)
-		}
-	}
-	return nil, nil
+	return nil
 }
 
 // DryRunInterface wraps a knftables.Interface so that every transaction is

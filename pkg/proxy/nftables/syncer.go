@@ -158,19 +158,22 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	if p.empty() {
 		return syncResult{}, nil
 	}
-	txs := p.chunks(s.nft, s.maxOps)
-	res := syncResult{ops: len(p.ops), transactions: len(txs)}
-	if klogV := s.logger.V(9); klogV.Enabled() {
-		for _, tx := range txs {
-			klogV.Info("Running nftables transaction", "transaction", tx.String())
+	res := syncResult{ops: len(p.ops)}
+	klogV9 := s.logger.V(9)
+	err := p.each(s.nft, s.maxOps, func(i, total int, tx *knftables.Transaction) error {
+		res.transactions = total
+		if klogV9.Enabled() {
+			klogV9.Info("Running nftables transaction", "transaction", tx.String())
 		}
-	}
-	for i, tx := range txs {
 		if err := s.nft.Run(ctx, tx); err != nil {
 			s.view.invalidate()
 			s.logFailure(tx)
-			return res, fmt.Errorf("nftables transaction %d of %d failed: %w", i+1, len(txs), err)
+			return fmt.Errorf("nftables transaction %d of %d failed: %w", i+1, total, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	s.view.commit(pend, time.Now())
 	return res, nil
