@@ -18,6 +18,17 @@ if [ -x "$apiserver" ] && [ -x "$etcd" ]; then
   exit 0
 fi
 
+# One build at a time. The lock is held until the script exits; while it is held, the
+# test harness (test/kubeapiserver) knows a build is in progress, and under
+# KUBE_PROXY_REQUIRE_APISERVER=1 waits for it instead of failing, so CI can start this
+# script in the background and run the unit tests meanwhile.
+exec 9>"$cache/.build.lock"
+flock 9
+if [ -x "$apiserver" ] && [ -x "$etcd" ]; then
+  echo "$cache"
+  exit 0
+fi
+
 # A tmpfs build cache makes the cold build ~15 min instead of ~24 min (it is I/O bound). It is a
 # throwaway: ~3 GB of RAM that nothing else reuses, so it is removed when the build ends.
 if [ -z "${FIXTURE_GOCACHE:-}" ] && [ -d /dev/shm ]; then

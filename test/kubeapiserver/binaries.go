@@ -1,3 +1,5 @@
+//go:build linux
+
 package kubeapiserver
 
 import (
@@ -29,10 +31,7 @@ type Binaries struct {
 // else the versioned files in the fixture cache. The error names every path tried and
 // how to build the missing binary.
 func FindBinaries() (Binaries, error) {
-	cache := os.Getenv("KUBE_PROXY_FIXTURE_CACHE")
-	if cache == "" {
-		cache = DefaultCacheDir
-	}
+	cache := cacheDir()
 	var errs []error
 	find := func(env, cached string) string {
 		path := os.Getenv(env)
@@ -60,6 +59,13 @@ func FindBinaries() (Binaries, error) {
 	return b, nil
 }
 
+func cacheDir() string {
+	if cache := os.Getenv("KUBE_PROXY_FIXTURE_CACHE"); cache != "" {
+		return cache
+	}
+	return DefaultCacheDir
+}
+
 // Required reports whether missing binaries must fail tests instead of skipping them
 // (KUBE_PROXY_REQUIRE_APISERVER=1, set by CI).
 func Required() bool { return os.Getenv("KUBE_PROXY_REQUIRE_APISERVER") == "1" }
@@ -69,6 +75,9 @@ func Required() bool { return os.Getenv("KUBE_PROXY_REQUIRE_APISERVER") == "1" }
 func RequireBinaries(tb testing.TB) Binaries {
 	tb.Helper()
 	b, err := FindBinaries()
+	if err != nil && Required() && awaitBuild(tb, cacheDir()) {
+		b, err = FindBinaries()
+	}
 	if err != nil {
 		if Required() {
 			tb.Fatalf("KUBE_PROXY_REQUIRE_APISERVER=1 but the API server fixtures are missing: %v", err)

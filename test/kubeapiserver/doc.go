@@ -9,7 +9,9 @@
 // ETCD_BIN, else in KUBE_PROXY_FIXTURE_CACHE (default /var/cache/kube-proxy-fixtures).
 // When they are missing, tests skip with the reason, unless KUBE_PROXY_REQUIRE_APISERVER=1,
 // which turns the skip into a failure (CI sets it, so a broken fixture build cannot pass
-// silently).
+// silently) and makes the first test wait for a build hack/build-fixtures.sh is still
+// running (it holds an flock on .build.lock in the cache), so CI can build in the
+// background.
 //
 // The API server has no controllers: tests write EndpointSlices, load-balancer status and
 // the like themselves, which is exactly what a kube-proxy test wants.
