@@ -86,6 +86,11 @@ func shared(t *testing.T) *kubeapiserver.Server {
 	if sharedErr != nil {
 		t.Fatalf("shared kube-apiserver: %v", sharedErr)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- shared kube-apiserver log tail (%s) ---\n%s", sharedServer.LogPath, sharedServer.LogTail(30))
+		}
+	})
 	return sharedServer
 }
 
