@@ -90,95 +90,111 @@ func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
 // transactions and discards them; "nft" runs them with the real nft in a
 // private netns (root; 10k and more only with KUBE_PROXY_BENCH_LARGE=1).
 // maxrss-MiB is the process peak after the step.
+//
+// Each step sets itself up inside its own b.Run: sub-benchmarks run on new
+// goroutines, which would not be in the netns of a caller's locked thread.
 func BenchmarkProxier(b *testing.B) {
+	fullSync := func(b *testing.B, mk func() (knftables.Interface, func()), svcs []*v1.Service, slices []*discovery.EndpointSlice) {
+		b.ReportAllocs()
+		cpu0 := childCPU()
+		for b.Loop() {
+			b.StopTimer()
+			nft, cleanup := mk()
+			p := benchProxier(b, nft)
+			runtime.GC()
+			b.StartTimer()
+			startProxier(p, svcs, slices)
+			b.StopTimer()
+			if p.needFullSync {
+				b.Fatal("initial sync failed")
+			}
+			cleanup()
+			b.StartTimer()
+		}
+		reportChildCPU(b, cpu0)
+		reportRSS(b)
+	}
+	endpointChange := func(b *testing.B, mk func() (knftables.Interface, func()), svcs []*v1.Service, slices []*discovery.EndpointSlice) {
+		nft, cleanup := mk()
+		defer cleanup()
+		p := benchProxier(b, nft)
+		startProxier(p, svcs, slices)
+		slices = append([]*discovery.EndpointSlice(nil), slices...)
+		b.ReportAllocs()
+		cpu0 := childCPU()
+		i := 0
+		for b.Loop() {
+			k := (i * 7919) % len(slices)
+			old := slices[k]
+			upd := old.DeepCopy()
+			upd.Endpoints[1].Addresses = []string{fmt.Sprintf("10.200.%d.%d", (i/250)%250, i%250+1)}
+			slices[k] = upd
+			i++
+			p.OnEndpointSliceUpdate(old, upd)
+			if err := p.syncProxyRules(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportChildCPU(b, cpu0)
+	}
+	serviceAdd := func(b *testing.B, mk func() (knftables.Interface, func()), svcs []*v1.Service, slices []*discovery.EndpointSlice) {
+		nft, cleanup := mk()
+		defer cleanup()
+		p := benchProxier(b, nft)
+		startProxier(p, svcs, slices)
+		extraSvcs, extraSlices := benchObjects(len(svcs), 2000, 10)
+		b.ReportAllocs()
+		cpu0 := childCPU()
+		i := 0
+		for b.Loop() {
+			if i == len(extraSvcs) {
+				b.Fatal("ran out of extra services; raise their number")
+			}
+			p.OnServiceAdd(extraSvcs[i])
+			p.OnEndpointSliceAdd(extraSlices[i])
+			i++
+			if err := p.syncProxyRules(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportChildCPU(b, cpu0)
+		reportRSS(b)
+	}
+	genNFT := func() (knftables.Interface, func()) {
+		return &discardNFT{Fake: knftables.NewFake(knftables.IPv4Family, kubeProxyTable)}, func() {}
+	}
+	// realNFT must be called on the netns thread (inside inNetns).
+	realNFT := func(b *testing.B) func() (knftables.Interface, func()) {
+		return func() (knftables.Interface, func()) {
+			nft, err := knftables.New(knftables.IPv4Family, kubeProxyTable, knftables.UseNetlink)
+			if err != nil {
+				b.Skipf("nftables unusable here: %v", err)
+			}
+			return nft, func() {
+				tx := nft.NewTransaction()
+				tx.Delete(&knftables.Table{})
+				_ = nft.Run(context.Background(), tx)
+			}
+		}
+	}
+	steps := []struct {
+		name string
+		fn   func(*testing.B, func() (knftables.Interface, func()), []*v1.Service, []*discovery.EndpointSlice)
+	}{{"FullSync", fullSync}, {"EndpointChange", endpointChange}, {"ServiceAdd", serviceAdd}}
+
 	for _, n := range benchSizes {
 		svcs, slices := benchObjects(0, n, 10)
-		extraSvcs, extraSlices := benchObjects(n, 2000, 10)
-		for _, mode := range []string{"gen", "nft"} {
-			run := func(b *testing.B, mk func() (knftables.Interface, func())) {
-				b.Run("FullSync", func(b *testing.B) {
-					b.ReportAllocs()
-					cpu0 := childCPU()
-					for b.Loop() {
-						b.StopTimer()
-						nft, cleanup := mk()
-						p := benchProxier(b, nft)
-						runtime.GC()
-						b.StartTimer()
-						startProxier(p, svcs, slices)
-						b.StopTimer()
-						if p.needFullSync {
-							b.Fatal("initial sync failed")
-						}
-						cleanup()
-						b.StartTimer()
-					}
-					reportChildCPU(b, cpu0)
-					reportRSS(b)
-				})
-				nft, cleanup := mk()
-				defer cleanup()
-				p := benchProxier(b, nft)
-				startProxier(p, svcs, slices)
-				b.Run("EndpointChange", func(b *testing.B) {
-					b.ReportAllocs()
-					cpu0 := childCPU()
-					i := 0
-					for b.Loop() {
-						old := slices[(i*7919)%n]
-						upd := old.DeepCopy()
-						upd.Endpoints[1].Addresses = []string{fmt.Sprintf("10.200.%d.%d", (i/250)%250, i%250+1)}
-						slices[(i*7919)%n] = upd
-						i++
-						p.OnEndpointSliceUpdate(old, upd)
-						if err := p.syncProxyRules(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					reportChildCPU(b, cpu0)
-				})
-				b.Run("ServiceAdd", func(b *testing.B) {
-					b.ReportAllocs()
-					cpu0 := childCPU()
-					i := 0
-					for b.Loop() {
-						if i == len(extraSvcs) {
-							b.Fatal("ran out of extra services; raise their number")
-						}
-						p.OnServiceAdd(extraSvcs[i])
-						p.OnEndpointSliceAdd(extraSlices[i])
-						i++
-						if err := p.syncProxyRules(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					reportChildCPU(b, cpu0)
-					reportRSS(b)
-				})
-			}
-			b.Run(fmt.Sprintf("%s/%d", mode, n), func(b *testing.B) {
-				if mode == "gen" {
-					run(b, func() (knftables.Interface, func()) {
-						return &discardNFT{Fake: knftables.NewFake(knftables.IPv4Family, kubeProxyTable)}, func() {}
-					})
-					return
-				}
+		for _, step := range steps {
+			b.Run(fmt.Sprintf("gen/%d/%s", n, step.name), func(b *testing.B) {
+				step.fn(b, genNFT, svcs, slices)
+			})
+			b.Run(fmt.Sprintf("nft/%d/%s", n, step.name), func(b *testing.B) {
 				if n > 1000 && os.Getenv("KUBE_PROXY_BENCH_LARGE") == "" {
 					b.Skip("set KUBE_PROXY_BENCH_LARGE=1 to run the real-nft benchmark at this size")
 				}
-				inNetns(b, func() {
-					run(b, func() (knftables.Interface, func()) {
-						nft, err := knftables.New(knftables.IPv4Family, kubeProxyTable, knftables.UseNetlink)
-						if err != nil {
-							b.Skipf("nftables unusable here: %v", err)
-						}
-						return nft, func() {
-							tx := nft.NewTransaction()
-							tx.Delete(&knftables.Table{})
-							_ = nft.Run(context.Background(), tx)
-						}
-					})
-				})
+				// Everything that runs nft happens on this thread, in
+				// the private netns.
+				inNetns(b, func() { step.fn(b, realNFT(b), svcs, slices) })
 			})
 		}
 	}

@@ -66,22 +66,47 @@ type endpointModel struct {
 	local    bool
 	endpoint string // "ip:port", IPv6 bracketed
 
-	chain       string // only used with session affinity
+	// What the endpoint chain and affinity set names derive from. The
+	// names are only needed with session affinity, so they are hashed on
+	// first use: for 100k endpoints, computing them all up front costs
+	// ~12 MiB and a hash each.
+	namespace, name, protocol, portName string
+	names                               *endpointNames
+}
+
+type endpointNames struct {
+	chain       string
 	affinitySet string
 }
 
 func newEndpointModel(namespace, name, protocol, portName, ip string, port int, local bool) *endpointModel {
-	ep := net.JoinHostPort(ip, strconv.Itoa(port))
-	base := endpointBaseName(namespace, name, protocol, portName, ep)
 	return &endpointModel{
-		ip:          ip,
-		port:        port,
-		local:       local,
-		endpoint:    ep,
-		chain:       endpointChainPrefix + base,
-		affinitySet: affinitySetPrefix + base,
+		ip:        ip,
+		port:      port,
+		local:     local,
+		endpoint:  net.JoinHostPort(ip, strconv.Itoa(port)),
+		namespace: namespace,
+		name:      name,
+		protocol:  protocol,
+		portName:  portName,
 	}
 }
+
+// lazyNames computes the endpoint's chain and affinity set names once. The
+// models are only used by the sync that holds the proxier's lock.
+func (e *endpointModel) lazyNames() *endpointNames {
+	if e.names == nil {
+		base := endpointBaseName(e.namespace, e.name, e.protocol, e.portName, e.endpoint)
+		e.names = &endpointNames{chain: endpointChainPrefix + base, affinitySet: affinitySetPrefix + base}
+	}
+	return e.names
+}
+
+// chain is the endpoint's chain (used only with session affinity).
+func (e *endpointModel) chain() string { return e.lazyNames().chain }
+
+// affinitySet is the endpoint's affinity set.
+func (e *endpointModel) affinitySet() string { return e.lazyNames().affinitySet }
 
 // serviceModel is everything the rule generator needs to know about one
 // service port, already resolved by the brain (policies, topology, terminating

@@ -49,13 +49,13 @@ func (g *generator) build(m *serviceModel) *serviceRules {
 	if m.affinity {
 		for _, ep := range m.reachableEndpoints {
 			out.chains = append(out.chains, chainSpec{
-				name: ep.chain,
+				name: ep.chain(),
 				rules: []ruleSpec{
-					{rule: "update @" + ep.affinitySet + " { " + g.ipX + " saddr }"},
+					{rule: "update @" + ep.affinitySet() + " { " + g.ipX + " saddr }"},
 					{rule: "meta l4proto " + m.protocol + " dnat to " + ep.endpoint},
 				},
 			})
-			out.sets = append(out.sets, setSpec{name: ep.affinitySet, timeout: time.Duration(m.stickySeconds) * time.Second})
+			out.sets = append(out.sets, setSpec{name: ep.affinitySet(), timeout: time.Duration(m.stickySeconds) * time.Second})
 		}
 	}
 	for _, ep := range m.reachableEndpoints {
@@ -220,13 +220,13 @@ func (g *generator) endpointRules(m *serviceModel, eps []*endpointModel) []ruleS
 		rules := make([]ruleSpec, 0, 2*n)
 		if m.affinity {
 			for _, ep := range eps {
-				rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet + " goto " + ep.chain})
+				rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
 			}
 		}
 		for i, ep := range eps {
 			var rule string
 			if m.affinity {
-				rule = "goto " + ep.chain
+				rule = "goto " + ep.chain()
 			} else {
 				rule = "meta l4proto " + m.protocol + " dnat to " + ep.endpoint
 			}
@@ -241,13 +241,13 @@ func (g *generator) endpointRules(m *serviceModel, eps []*endpointModel) []ruleS
 		rules := make([]ruleSpec, 0, n+1)
 		var vmap strings.Builder
 		for i, ep := range eps {
-			rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet + " goto " + ep.chain})
+			rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
 			if i > 0 {
 				vmap.WriteString(" , ")
 			}
 			vmap.WriteString(strconv.Itoa(i))
 			vmap.WriteString(" : goto ")
-			vmap.WriteString(ep.chain)
+			vmap.WriteString(ep.chain())
 		}
 		rules = append(rules, ruleSpec{rule: "numgen random mod " + strconv.Itoa(n) + " vmap { " + vmap.String() + " }"})
 		return rules
