@@ -14,13 +14,17 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
 )
 
-// linkAddrs keeps the service addresses on the proxy's dummy interface.
+// linkAddrs keeps the service addresses on the proxy's interface. A dummy interface is the
+// proxy's alone, so any address on it that no service wants is removed (even one left by
+// an earlier run); on any other interface (lo, where dummy interfaces are unavailable) only
+// addresses this process added are ever removed.
 type linkAddrs struct {
-	name string
+	name  string
+	owned map[netip.Addr]bool
 }
 
 // ensure makes the interface's addresses of family include want (remove false) or equal
-// want (remove true). The interface is created and brought up when missing.
+// want (remove true). A missing interface is created as a dummy and brought up.
 func (a *linkAddrs) ensure(family localnode.Family, want map[netip.Addr]bool, remove bool) error {
 	link, err := netlink.LinkByName(a.name)
 	if err != nil {
@@ -31,7 +35,7 @@ func (a *linkAddrs) ensure(family localnode.Family, want map[netip.Addr]bool, re
 			return nil
 		}
 		if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: a.name}}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("creating dummy interface %s: %w", a.name, err)
+			return fmt.Errorf("creating dummy interface %s (use an existing interface such as lo if the kernel has no dummy support): %w", a.name, err)
 		}
 		if link, err = netlink.LinkByName(a.name); err != nil {
 			return fmt.Errorf("interface %s: %w", a.name, err)
@@ -50,6 +54,10 @@ func (a *linkAddrs) ensure(family localnode.Family, want map[netip.Addr]bool, re
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s: %w", a.name, err)
 	}
+	if a.owned == nil {
+		a.owned = map[netip.Addr]bool{}
+	}
+	exclusive := link.Type() == "dummy"
 	present := map[netip.Addr]bool{}
 	var errs []error
 	for _, h := range have {
@@ -62,10 +70,12 @@ func (a *linkAddrs) ensure(family localnode.Family, want map[netip.Addr]bool, re
 			continue // the kernel's own IPv6 link-local address
 		}
 		present[ip] = true
-		if remove && !want[ip] {
+		if remove && !want[ip] && (exclusive || a.owned[ip]) {
 			if err := netlink.AddrDel(link, &h); err != nil {
 				errs = append(errs, fmt.Errorf("removing %s from %s: %w", ip, a.name, err))
+				continue
 			}
+			delete(a.owned, ip)
 		}
 	}
 	for ip := range want {
@@ -79,7 +89,9 @@ func (a *linkAddrs) ensure(family localnode.Family, want map[netip.Addr]bool, re
 		}
 		if err := netlink.AddrReplace(link, addr); err != nil {
 			errs = append(errs, fmt.Errorf("adding %s to %s: %w", ip, a.name, err))
+			continue
 		}
+		a.owned[ip] = true
 	}
 	return errors.Join(errs...)
 }
