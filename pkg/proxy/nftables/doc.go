@@ -21,6 +21,20 @@
 //   - A ServiceCIDR change rewrites the cluster-ips-check chain in the next
 //     partial sync instead of waiting for a full sync.
 //
+// Other differences in when work is done: the per-service health check
+// server is only told about services with a health check node port, and
+// only when the service set or one of those services' endpoints changed
+// (upstream recounts every endpoint on every sync); a table deleted behind
+// kube-proxy's back is noticed on the next full sync (netlink's plain ENOENT
+// counts as "not found") and rebuilt, affinity sets included.
+//
+// Cost floor: with the real kernel, committing a transaction that adds even
+// one rule or verdict-map element takes kernel time linear in the table
+// (measured on kernel 6.18 with nft 1.0.6 at 10k services x 10 endpoints:
+// ~110 ms in nft's commit sendmsg, against ~10 ms to add an empty chain;
+// most likely the kernel re-validating the table's jump graph). A
+// one-endpoint change cannot be cheaper than that.
+//
 // Dry run: NewDryRunProxier returns a Proxier that writes every transaction
 // it would run (nft -f syntax) to an io.Writer and applies it to a knftables
 // fake instead of the kernel; DryRunInterface is the wrapper that does this
