@@ -4,6 +4,7 @@ package nftables
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,6 +47,37 @@ func TestKernelTableDeletedUnderneath(t *testing.T) {
 				}
 				if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
 					t.Fatalf("kernel differs from the fake after the repair (-fake +kernel):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestKernelLongNames: the longest legal namespace, service and port names
+// (63-character DNS labels) with affinity and every frontend type must give
+// chain, set and comment names the kernel accepts.
+func TestKernelLongNames(t *testing.T) {
+	long := func(c string) string { return strings.Repeat(c, 63) }
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			inNetns(t, func() {
+				ctx := context.Background()
+				s, nft := realSyncer(t, tf, nil)
+				svc := tsvc{
+					ns: long("n"), name: long("s"), portName: long("p"),
+					clusterIP: "172.30.0.99", port: 80, nodePort: 3099,
+					externalIPs: []string{"192.168.99.99"}, lbIPs: []string{"5.6.7.99"}, sourceRanges: []string{"203.0.113.0/25"},
+					affinitySeconds: 10800, extLocal: true,
+					eps: []tep{{ip: "10.180.0.99", port: 65535, local: true}, {ip: "10.180.1.99", port: 65535}},
+				}
+				empty := svc
+				empty.name, empty.clusterIP, empty.nodePort, empty.eps = long("e"), "172.30.0.98", 3098, nil
+				empty.externalIPs, empty.lbIPs = []string{"192.168.99.98"}, []string{"5.6.7.98"}
+				if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, svc, empty)}); err != nil {
+					t.Fatalf("the kernel rejected the longest names: %v", err)
+				}
+				if got := len(snapshot(t, nft)); got == 0 {
+					t.Fatal("nothing was programmed")
 				}
 			})
 		})
