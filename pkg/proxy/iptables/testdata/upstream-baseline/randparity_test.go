@@ -16,17 +16,39 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/iptables"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 )
 
+type sysctlIface = utilsysctl.Interface
+
+type liberalSysctl struct{}
+
+func (liberalSysctl) GetSysctl(string) (int, error) { return 1, nil }
+func (liberalSysctl) SetSysctl(string, int) error   { return nil }
+
 // TestRandDump writes upstream's full-sync restore input for every
-// $DIR/<family>-<n>.json cluster to $DIR/<family>-<n>.upstream.txt.
+// $DIR/<family>-<n>.json cluster to $DIR/<family>-<n>.upstream.txt, and for
+// clusters 0-3 also with configuration variants to
+// $DIR/<family>-<n>.<variant>.upstream.txt.
 func TestRandDump(t *testing.T) {
 	dir := os.Getenv("DIR")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	for _, file := range files {
+		variants := []string{""}
+		if n := strings.TrimSuffix(filepath.Base(file), ".json"); strings.HasSuffix(n, "-0") || strings.HasSuffix(n, "-1") || strings.HasSuffix(n, "-2") || strings.HasSuffix(n, "-3") {
+			variants = append(variants, "masqall", "nolocalhost", "nodetect", "liberal")
+		}
+		for _, variant := range variants {
+			dumpOne(t, file, variant)
+		}
+	}
+}
+
+func dumpOne(t *testing.T, file, variant string) {
+	{
 		family, cidr, node := v1.IPv4Protocol, "10.0.0.0/8", "192.168.0.2"
 		if strings.HasPrefix(filepath.Base(file), "ipv6") {
 			family, cidr, node = v1.IPv6Protocol, "fd00:10::/64", "fd00:192::2"
@@ -57,7 +79,22 @@ func TestRandDump(t *testing.T) {
 			d = &discard{}
 			ipt = d
 		}
-		p, err := iptables.NewProxier(ctx, cfg, family, ipt, fakeSysctl{}, proxyutil.NewDetectLocalByCIDR(cidr), "node1", net.ParseIP(node), nil, nil, false)
+		var sysctl interface {
+			GetSysctl(string) (int, error)
+			SetSysctl(string, int) error
+		} = fakeSysctl{}
+		detector := proxyutil.NewDetectLocalByCIDR(cidr)
+		switch variant {
+		case "masqall":
+			cfg.Linux.MasqueradeAll = true
+		case "nolocalhost":
+			cfg.IPTables.LocalhostNodePorts = ptr.To(false)
+		case "nodetect":
+			detector = proxyutil.NewNoOpLocalDetector()
+		case "liberal":
+			sysctl = liberalSysctl{}
+		}
+		p, err := iptables.NewProxier(ctx, cfg, family, ipt, sysctl.(sysctlIface), detector, "node1", net.ParseIP(node), nil, nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +106,11 @@ func TestRandDump(t *testing.T) {
 		}
 		p.OnEndpointSlicesSynced()
 		p.OnServiceSynced()
-		if err := os.WriteFile(strings.TrimSuffix(file, ".json")+".upstream.txt", d.data, 0o644); err != nil {
+		out := strings.TrimSuffix(file, ".json")
+		if variant != "" {
+			out += "." + variant
+		}
+		if err := os.WriteFile(out+".upstream.txt", d.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
