@@ -635,7 +635,9 @@ type Option func(*options)
 // per-service health check listeners. The jumps from builtin chains, which a
 // real sync ensures with separate iptables calls, are printed first as
 // "# ensure:" comment lines, so the whole output is valid iptables-restore
-// input. This is what `kube-proxy --dry-run` uses.
+// input. Later (partial) syncs print only what they would change, as a
+// real partial sync restores only that. This is what `kube-proxy --dry-run`
+// uses.
 func WithDryRun(w io.Writer) Option { return func(o *options) { o.dryRun = w } }
 
 // WithConntrack replaces the netlink conntrack client (tests pass
