@@ -160,6 +160,25 @@ func BenchmarkProxier(b *testing.B) {
 		reportChildCPU(b, cpu0)
 		reportRSS(b)
 	}
+	noOpSync := func(b *testing.B, mk func() (knftables.Interface, func()), svcs []*v1.Service, slices []*discovery.EndpointSlice) {
+		nft, cleanup := mk()
+		defer cleanup()
+		counting := &countingRunNFT{Interface: nft}
+		p := benchProxier(b, counting)
+		startProxier(p, svcs, slices)
+		runs := counting.calls
+		b.ReportAllocs()
+		cpu0 := childCPU()
+		for b.Loop() {
+			if err := p.syncProxyRules(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportChildCPU(b, cpu0)
+		if counting.calls != runs {
+			b.Fatalf("a no-op sync reached nftables %d times", counting.calls-runs)
+		}
+	}
 	genNFT := func() (knftables.Interface, func()) {
 		return &discardNFT{Fake: knftables.NewFake(knftables.IPv4Family, kubeProxyTable)}, func() {}
 	}
@@ -180,7 +199,7 @@ func BenchmarkProxier(b *testing.B) {
 	steps := []struct {
 		name string
 		fn   func(*testing.B, func() (knftables.Interface, func()), []*v1.Service, []*discovery.EndpointSlice)
-	}{{"FullSync", fullSync}, {"EndpointChange", endpointChange}, {"ServiceAdd", serviceAdd}}
+	}{{"FullSync", fullSync}, {"EndpointChange", endpointChange}, {"ServiceAdd", serviceAdd}, {"NoOpSync", noOpSync}}
 
 	for _, n := range benchSizes {
 		svcs, slices := benchObjects(0, n, 10)
@@ -198,4 +217,25 @@ func BenchmarkProxier(b *testing.B) {
 			})
 		}
 	}
+}
+
+// countingRunNFT counts every call that reaches nftables.
+type countingRunNFT struct {
+	knftables.Interface
+	calls int
+}
+
+func (c *countingRunNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	c.calls++
+	return c.Interface.Run(ctx, tx)
+}
+
+func (c *countingRunNFT) List(ctx context.Context, objectType string) ([]string, error) {
+	c.calls++
+	return c.Interface.List(ctx, objectType)
+}
+
+func (c *countingRunNFT) ListElements(ctx context.Context, objectType, name string) ([]*knftables.Element, error) {
+	c.calls++
+	return c.Interface.ListElements(ctx, objectType, name)
 }
