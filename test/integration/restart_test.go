@@ -150,6 +150,10 @@ func TestRBACDenied(t *testing.T) {
 		t.Errorf("/healthz is healthy without permissions: %q", body)
 	}
 	t.Logf("/healthz without permissions: code %d, %v", code, errString(err))
+	// Informational: the metrics server's /healthz probes /version, which RBAC allows
+	// every authenticated user, so it does not see the denial.
+	mcode, mbody, merr := node.ns.get("http://" + metricsAddr + "/healthz")
+	t.Logf("metrics server /healthz without permissions: code %d %q %v", mcode, mbody, errString(merr))
 	if hasIP(ruleset(node.ns), web.Spec.ClusterIP) {
 		t.Errorf("rules for %s programmed without permission to read Services", web.Spec.ClusterIP)
 	}
