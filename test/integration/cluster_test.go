@@ -161,7 +161,7 @@ const (
 func newPodNet(t *testing.T, node *netNS) *netNS {
 	t.Helper()
 	pod := newNetNS(t, "kp-pod-")
-	if out, err := exec2("ip", "-n", node.name, "link", "add", "veth0", "type", "veth", "peer", "name", "eth0", "netns", pod.name); err != nil {
+	if out, err := runCmd("ip", "-n", node.name, "link", "add", "veth0", "type", "veth", "peer", "name", "eth0", "netns", pod.name); err != nil {
 		t.Skipf("needs veth interfaces: %v\n%s", err, out)
 	}
 	mustRun(t, "ip", "-n", node.name, "addr", "add", nodeIP+"/24", "dev", "veth0")
@@ -205,7 +205,7 @@ const (
 func newClientNet(t *testing.T, node *netNS) *netNS {
 	t.Helper()
 	client := newNetNS(t, "kp-client-")
-	if out, err := exec2("ip", "-n", node.name, "link", "add", "veth1", "type", "veth", "peer", "name", "eth0", "netns", client.name); err != nil {
+	if out, err := runCmd("ip", "-n", node.name, "link", "add", "veth1", "type", "veth", "peer", "name", "eth0", "netns", client.name); err != nil {
 		t.Skipf("needs veth interfaces: %v\n%s", err, out)
 	}
 	mustRun(t, "ip", "-n", node.name, "addr", "add", nodeExternalIP+"/24", "dev", "veth1")

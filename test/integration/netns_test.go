@@ -213,7 +213,8 @@ func (r *relay) setCut(cut bool) {
 	}
 }
 
-func exec2(name string, args ...string) (string, error) {
+// runCmd runs a command and returns its combined output, for callers that handle failure.
+func runCmd(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
 }
