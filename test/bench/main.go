@@ -1,0 +1,151 @@
+//go:build linux
+
+// Command bench measures kube-proxy's iptables and nftables proxiers against the
+// real kernel: a full sync and a one-change sync at 1k and 10k Services with 10
+// endpoints each, with the rule count and the proxier's peak RSS.
+//
+// Each configuration runs in a child process of its own, born into a fresh
+// network namespace (CLONE_NEWNET), so the rules never touch the host and the
+// child's peak RSS is that configuration's alone. The children build the
+// proxiers with the same public constructors the kube-proxy binary uses and run
+// the real iptables-restore and nft.
+//
+// Usage (as root):
+//
+//	go run ./test/bench [-modes iptables,nftables] [-services 1000,10000] [-endpoints 10] [-changes 5]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+)
+
+// result is what a child reports on its stdout as one JSON line.
+type result struct {
+	Mode        string    `json:"mode"`
+	Services    int       `json:"services"`
+	Endpoints   int       `json:"endpoints"`
+	FullSyncMs  float64   `json:"fullSyncMs"`
+	ChangeMs    []float64 `json:"changeMs"`
+	Rules       int       `json:"rules"`
+	Elements    int       `json:"elements"` // nftables set/map elements; 0 for iptables
+	PeakRSSKiB  int64     `json:"peakRSSKiB"`
+}
+
+const workerEnv = "KUBE_PROXY_BENCH_WORKER"
+
+func main() {
+	if spec := os.Getenv(workerEnv); spec != "" {
+		if err := worker(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "bench worker %s: %v\n", spec, err)
+			os.Exit(1)
+		}
+		return
+	}
+	modes := flag.String("modes", "iptables,nftables", "proxy modes to measure")
+	sizes := flag.String("services", "1000,10000", "Service counts to measure")
+	eps := flag.Int("endpoints", 10, "endpoints per Service")
+	changes := flag.Int("changes", 5, "one-change syncs to time per configuration (the median is shown)")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and programs real kernel rules in them")
+		os.Exit(2)
+	}
+	var results []result
+	failed := false
+	for _, mode := range strings.Split(*modes, ",") {
+		for _, s := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "bad Service count %q\n", s)
+				os.Exit(2)
+			}
+			r, err := runChild(strings.TrimSpace(mode), n, *eps, *changes)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", mode, n, err)
+				failed = true
+				continue
+			}
+			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "done: %s %d Services\n", mode, n)
+		}
+	}
+	if len(results) > 0 {
+		printTable(os.Stdout, results)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// runChild re-executes this binary in a new network namespace as the worker for
+// one configuration.
+func runChild(mode string, services, eps, changes int) (result, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d", workerEnv, mode, services, eps, changes))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return result{}, fmt.Errorf("worker: %w\n%s", err, tailOf(stderr.String(), 4096))
+	}
+	var r result
+	sc := bufio.NewScanner(&stdout)
+	found := false
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &r); err == nil && r.Mode != "" {
+			found = true
+		}
+	}
+	if !found {
+		return result{}, fmt.Errorf("worker printed no result\nstdout:\n%s\nstderr:\n%s", stdout.String(), tailOf(stderr.String(), 4096))
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.PeakRSSKiB = ru.Maxrss // KiB on Linux
+	}
+	return r, nil
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func printTable(f *os.File, rs []result) {
+	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\trules\tset/map elements\tpeak RSS MiB\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%d\t%d\t%.1f\t\n",
+			r.Mode, r.Services, r.Services*r.Endpoints, r.FullSyncMs, median(r.ChangeMs), r.Rules, r.Elements,
+			float64(r.PeakRSSKiB)/1024)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,298 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	basemetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	utiliptables "k8s.io/net-utils/iptables"
+	utilsysctl "k8s.io/net-utils/sysctl"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/iptables"
+	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/nftables"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+)
+
+// The world of one worker, all inside its private namespace.
+const (
+	nodeName    = "node-1"
+	nodeIP      = "198.18.0.1"
+	nodeCIDR    = "198.18.0.0/24"
+	clusterCIDR = "198.18.128.0/17"
+	serviceCIDR = "198.19.0.0/16"
+	family      = v1.IPv4Protocol
+)
+
+func worker(spec string) error {
+	parts := strings.Split(spec, ",")
+	if len(parts) != 4 {
+		return fmt.Errorf("bad worker spec %q", spec)
+	}
+	mode := parts[0]
+	var nums [3]int
+	for i, s := range parts[1:] {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad worker spec %q: %q", spec, s)
+		}
+		nums[i] = n
+	}
+	services, eps, changes := nums[0], nums[1], nums[2]
+	if services > 60000 || eps > 200 || eps < 1 {
+		return fmt.Errorf("sizes out of range: %d Services × %d endpoints", services, eps)
+	}
+	if err := setupNetwork(); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	metrics.RegisterMetrics(kubeproxyconfig.ProxyMode(mode))
+	healthz := healthcheck.NewProxyHealthServer("127.0.0.1:0", time.Minute, nil)
+	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
+	cfg.SyncPeriod.Duration = time.Hour // only our changes trigger syncs
+	cfg.MinSyncPeriod.Duration = 0
+	cfg.IPTables.MasqueradeBit = ptr.To[int32](14)
+	cfg.IPTables.LocalhostNodePorts = ptr.To(false)
+	cfg.NFTables.MasqueradeBit = ptr.To[int32](14)
+	cfg.NodePortAddresses = []string{nodeCIDR}
+	detector := proxyutil.NewDetectLocalByCIDR(clusterCIDR)
+
+	var p proxy.Provider
+	switch mode {
+	case "iptables":
+		ipt := utiliptables.New(utiliptables.ProtocolIPv4)
+		ip, err := iptables.NewProxierWithOptions(ctx, cfg, family, ipt, utilsysctl.New(), detector,
+			nodeName, net.ParseIP(nodeIP), nil, healthz, false, iptables.WithoutMonitor())
+		if err != nil {
+			return fmt.Errorf("iptables proxier: %w", err)
+		}
+		p = ip
+	case "nftables":
+		np, err := nftables.NewProxier(ctx, cfg, family, detector, nodeName, net.ParseIP(nodeIP), nil, healthz, false)
+		if err != nil {
+			return fmt.Errorf("nftables proxier: %w", err)
+		}
+		p = np
+	default:
+		return fmt.Errorf("unsupported mode %q (want iptables or nftables)", mode)
+	}
+	go p.SyncLoop()
+
+	p.OnServiceCIDRsChanged([]string{serviceCIDR})
+	slices := make([]*discovery.EndpointSlice, services)
+	for i := range services {
+		p.OnServiceAdd(makeService(i))
+		slices[i] = makeSlice(i, eps, 0)
+		p.OnEndpointSliceAdd(slices[i])
+	}
+	full := watch(metrics.SyncFullProxyRulesLatency)
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	fullMs, err := full.wait(10 * time.Minute)
+	if err != nil {
+		return fmt.Errorf("first (full) sync: %w", err)
+	}
+	klog.Background().Info("Full sync done", "mode", mode, "services", services, "ms", fullMs)
+
+	r := result{Mode: mode, Services: services, Endpoints: eps, FullSyncMs: fullMs}
+	for c := range changes {
+		// Let follow-up work (stale chain deletion a second after a change)
+		// finish, so each measurement is one change's sync alone.
+		time.Sleep(1500 * time.Millisecond)
+		i := (c * 7919) % services
+		next := makeSlice(i, eps, c+1)
+		partial := watch(metrics.SyncPartialProxyRulesLatency)
+		p.OnEndpointSliceUpdate(slices[i], next)
+		slices[i] = next
+		ms, err := partial.wait(time.Minute)
+		if err != nil {
+			return fmt.Errorf("one-change sync %d: %w", c+1, err)
+		}
+		r.ChangeMs = append(r.ChangeMs, ms)
+	}
+	r.Rules, r.Elements, err = countRules(mode)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// setupNetwork gives the namespace a loopback and a node interface.
+func setupNetwork() error {
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("finding lo: %w", err)
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("setting lo up: %w", err)
+	}
+	// A veth pair rather than a dummy: the dummy module is not everywhere.
+	dummy := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "eth0-peer"}
+	if err := netlink.LinkAdd(dummy); err != nil {
+		return fmt.Errorf("adding eth0: %w", err)
+	}
+	addr, err := netlink.ParseAddr(nodeIP + "/24")
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(dummy, addr); err != nil {
+		return fmt.Errorf("adding %s to eth0: %w", nodeIP, err)
+	}
+	return netlink.LinkSetUp(dummy)
+}
+
+// syncWatch waits for the next observation of a sync-duration histogram.
+type syncWatch struct {
+	h     basemetrics.ObserverMetric
+	count uint64
+	sum   float64
+}
+
+func watch(vec *basemetrics.HistogramVec) *syncWatch {
+	w := &syncWatch{h: vec.WithLabelValues(string(family))}
+	w.count, _ = testutil.GetHistogramMetricCount(w.h)
+	w.sum, _ = testutil.GetHistogramMetricValue(w.h)
+	return w
+}
+
+// wait returns the duration in ms of the first sync observed after watch.
+func (w *syncWatch) wait(timeout time.Duration) (float64, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		n, err := testutil.GetHistogramMetricCount(w.h)
+		if err != nil {
+			return 0, err
+		}
+		if n > w.count {
+			sum, err := testutil.GetHistogramMetricValue(w.h)
+			if err != nil {
+				return 0, err
+			}
+			// Several syncs in the window would blur the figure; average them.
+			return (sum - w.sum) * 1000 / float64(n-w.count), nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("no sync within %v", timeout)
+}
+
+func makeService(i int) *v1.Service {
+	name := fmt.Sprintf("svc-%05d", i)
+	ip := fmt.Sprintf("198.19.%d.%d", (i+1)/256, (i+1)%256)
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+		Spec: v1.ServiceSpec{
+			Type:       v1.ServiceTypeClusterIP,
+			ClusterIP:  ip,
+			ClusterIPs: []string{ip},
+			IPFamilies: []v1.IPFamily{family},
+			Ports: []v1.ServicePort{{
+				Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080),
+			}},
+		},
+	}
+	// A tenth are NodePorts (unique ports), as in a typical cluster mix.
+	if i%10 == 0 && i/10 < 2767 {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
+		s.Spec.Ports[0].NodePort = int32(30000 + i/10)
+	}
+	return s
+}
+
+// makeSlice gives Service i eps endpoints; gen shifts the first endpoint's
+// address, which is what a one-change sync changes.
+func makeSlice(i, eps, gen int) *discovery.EndpointSlice {
+	s := &discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "bench", Name: fmt.Sprintf("svc-%05d-abc", i),
+			Labels: map[string]string{discovery.LabelServiceName: fmt.Sprintf("svc-%05d", i)},
+		},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+	}
+	for j := range eps {
+		// Pod addresses from 198.18.128.0/17, reused across Services as pods
+		// backing several Services are.
+		k := (i*eps + j + gen*7) % 32000
+		node := "node-2"
+		if j == 0 {
+			node = nodeName
+		}
+		s.Endpoints = append(s.Endpoints, discovery.Endpoint{
+			Addresses:  []string{fmt.Sprintf("198.18.%d.%d", 128+k/250, 1+k%250)},
+			NodeName:   ptr.To(node),
+			Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+		})
+	}
+	return s
+}
+
+// countRules counts the rules kube-proxy programmed in this namespace (and, for
+// nftables, the elements of its sets and maps).
+func countRules(mode string) (rules, elements int, err error) {
+	if mode == "iptables" {
+		out, err := exec.Command("iptables-save").Output()
+		if err != nil {
+			return 0, 0, fmt.Errorf("iptables-save: %w", err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "-A ") {
+				rules++
+			}
+		}
+		return rules, 0, nil
+	}
+	out, err := exec.Command("nft", "-j", "list", "table", "ip", "kube-proxy").Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("nft -j list table ip kube-proxy: %w", err)
+	}
+	var doc struct {
+		Nftables []map[string]json.RawMessage `json:"nftables"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return 0, 0, fmt.Errorf("parsing nft JSON: %w", err)
+	}
+	for _, obj := range doc.Nftables {
+		if _, ok := obj["rule"]; ok {
+			rules++
+		}
+		for _, k := range []string{"set", "map"} {
+			raw, ok := obj[k]
+			if !ok {
+				continue
+			}
+			var s struct {
+				Elem []json.RawMessage `json:"elem"`
+			}
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return 0, 0, fmt.Errorf("parsing nft %s: %w", k, err)
+			}
+			elements += len(s.Elem)
+		}
+	}
+	return rules, elements, nil
+}
