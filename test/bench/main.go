@@ -32,14 +32,14 @@ import (
 
 // result is what a child reports on its stdout as one JSON line.
 type result struct {
-	Mode        string    `json:"mode"`
-	Services    int       `json:"services"`
-	Endpoints   int       `json:"endpoints"`
-	FullSyncMs  float64   `json:"fullSyncMs"`
-	ChangeMs    []float64 `json:"changeMs"`
-	Rules       int       `json:"rules"`
-	Elements    int       `json:"elements"` // nftables set/map elements; 0 for iptables
-	PeakRSSKiB  int64     `json:"peakRSSKiB"`
+	Mode       string    `json:"mode"`
+	Services   int       `json:"services"`
+	Endpoints  int       `json:"endpoints"`
+	FullSyncMs float64   `json:"fullSyncMs"`
+	ChangeMs   []float64 `json:"changeMs"`
+	Rules      int       `json:"rules"`
+	Elements   int       `json:"elements"` // nftables set/map elements; 0 for iptables
+	PeakRSSKiB int64     `json:"peakRSSKiB"`
 }
 
 const workerEnv = "KUBE_PROXY_BENCH_WORKER"
