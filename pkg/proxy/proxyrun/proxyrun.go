@@ -346,8 +346,11 @@ func (p *Proxy) syncFamily(ctx context.Context, f *family, topology map[string]s
 		if changed {
 			f.revision++
 			p.revisions.Add(1)
-			logger.V(2).Info("Synced new node-local state", "revision", f.revision, "services", len(st.Services),
-				"digest", st.Digest().Short(), "elapsed", time.Since(start))
+			// Hashing 10k services costs as much as computing them: only for a log reader.
+			if v := logger.V(2); v.Enabled() {
+				v.Info("Synced new node-local state", "revision", f.revision, "services", len(st.Services),
+					"digest", st.Digest().Short(), "elapsed", time.Since(start))
+			}
 		}
 		f.last = st
 	}
