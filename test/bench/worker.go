@@ -237,7 +237,10 @@ func makeSlice(i, eps, gen int) *discovery.EndpointSlice {
 	for j := range eps {
 		// Pod addresses from 198.18.128.0/17, reused across Services as pods
 		// backing several Services are.
-		k := (i*eps + j + gen*7) % 32000
+		k := (i*eps + j) % 32000
+		if j == 0 && gen > 0 {
+			k = (k + 16000 + gen) % 32000
+		}
 		node := "node-2"
 		if j == 0 {
 			node = nodeName
@@ -270,6 +273,11 @@ func countRules(mode string) (rules, elements int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("nft -j list table ip kube-proxy: %w", err)
 	}
+	return parseNFTJSON(out)
+}
+
+// parseNFTJSON counts rules and set/map elements in `nft -j list` output.
+func parseNFTJSON(out []byte) (rules, elements int, err error) {
 	var doc struct {
 		Nftables []map[string]json.RawMessage `json:"nftables"`
 	}
