@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -280,5 +281,31 @@ func TestFullStateFunc(t *testing.T) {
 	_ = f.Sync(context.Background(), state())
 	if !called {
 		t.Fatal("func not called")
+	}
+}
+
+// TestDifferSharedEndpointSlices feeds States that share unchanged services' endpoint
+// slices, as proxyrun's do: only the changed service's endpoints may produce calls.
+func TestDifferSharedEndpointSlices(t *testing.T) {
+	first := state(svc("a", "10.0.0.1", ep("10.1.0.1", false)), svc("b", "10.0.0.2", ep("10.1.0.2", false)))
+	second := &localnode.State{Family: localnode.IPv4, Services: slices.Clone(first.Services)}
+	second.Services[0].NodePort = 30000 // same endpoint slice, changed port
+	second.Services[1].Endpoints = []localnode.Endpoint{ep("10.1.0.3", false)}
+	third := &localnode.State{Family: localnode.IPv4, Services: second.Services[1:]}
+
+	rec := &fake.Incremental{}
+	d := backend.NewDiffer(rec)
+	want := [][]string{
+		{"set-svc IPv4 ns/a:p/TCP", "set-svc IPv4 ns/b:p/TCP", "set-ep IPv4 ns/a:p/TCP 10.1.0.1:8080", "set-ep IPv4 ns/b:p/TCP 10.1.0.2:8080", "sync"},
+		{"set-svc IPv4 ns/a:p/TCP", "set-ep IPv4 ns/b:p/TCP 10.1.0.3:8080", "del-ep IPv4 ns/b:p/TCP 10.1.0.2:8080", "sync"},
+		{"del-ep IPv4 ns/a:p/TCP 10.1.0.1:8080", "del-svc IPv4 ns/a:p/TCP", "sync"},
+	}
+	for i, st := range []*localnode.State{first, second, third} {
+		if err := d.Sync(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[i], rec.Take()); diff != "" {
+			t.Errorf("state %d calls (-want +got):\n%s", i, diff)
+		}
 	}
 }

@@ -10,8 +10,13 @@ import (
 )
 
 // Differ is a FullState backend that drives an Incremental one: each State is written as
-// one diffstore wave, and only what was added, updated or deleted since the previous State
-// of the same family is passed on, followed by the Incremental's Sync.
+// diffstore waves, and only what was added, updated or deleted since the previous State of
+// the same family is passed on, followed by the Incremental's Sync.
+//
+// Services go into one store per family; endpoints into one store per service, written
+// only when that service's endpoint list is not the very slice of the previous State
+// (States from proxyrun share the slices of unchanged services), so a revision costs a
+// pass over the services plus the endpoints that changed.
 //
 // A Differ is not safe for concurrent use; FullState callers never call it concurrently.
 type Differ struct {
@@ -21,12 +26,13 @@ type Differ struct {
 
 type familyStores struct {
 	services  *diffstore.Store[localnode.PortName, ServiceInfo]
-	endpoints *diffstore.Store[endpointKey, localnode.Endpoint]
+	endpoints map[localnode.PortName]*endpointStore
 }
 
-type endpointKey struct {
-	service localnode.PortName
-	addr    netip.AddrPort
+type endpointStore struct {
+	store *diffstore.Store[netip.AddrPort, localnode.Endpoint]
+	// last is the endpoint slice the store was last written from.
+	last []localnode.Endpoint
 }
 
 // NewDiffer returns a Differ feeding inc.
@@ -35,6 +41,11 @@ func NewDiffer(inc Incremental) *Differ {
 }
 
 var _ FullState = &Differ{}
+
+type endpointChange struct {
+	service localnode.PortName
+	addr    netip.AddrPort
+}
 
 // Sync implements FullState. The Incremental's Sync runs even when nothing changed, since
 // FullState callers only repeat a State to retry a failed sync.
@@ -47,37 +58,72 @@ func (d *Differ) Sync(ctx context.Context, state *localnode.State) error {
 	if fs == nil {
 		fs = &familyStores{
 			services:  diffstore.New[localnode.PortName, ServiceInfo](func(a, b ServiceInfo) bool { return a.Equal(&b) }),
-			endpoints: diffstore.NewComparable[endpointKey, localnode.Endpoint](),
+			endpoints: map[localnode.PortName]*endpointStore{},
 		}
 		d.families[fam] = fs
 	}
 	fs.services.Next()
-	fs.endpoints.Next()
 	for i := range state.Services {
 		svc := &state.Services[i]
 		fs.services.Set(svc.Name, ServiceInfo{ServicePort: svc.ServicePort, HasAnyEndpoints: svc.HasAnyEndpoints})
-		for _, ep := range svc.Endpoints {
-			fs.endpoints.Set(endpointKey{svc.Name, ep.AddrPort()}, ep)
-		}
 	}
 	fs.services.Finish()
-	fs.endpoints.Finish()
 
 	for _, list := range [][]diffstore.Change[localnode.PortName, ServiceInfo]{fs.services.Added(), fs.services.Updated()} {
 		for i := range list {
 			d.inc.SetService(fam, &list[i].New)
 		}
 	}
-	for _, list := range [][]diffstore.Change[endpointKey, localnode.Endpoint]{fs.endpoints.Added(), fs.endpoints.Updated()} {
-		for _, c := range list {
-			d.inc.SetEndpoint(fam, c.Key.service, c.New)
+	var deletes []endpointChange
+	for i := range state.Services {
+		svc := &state.Services[i]
+		es := fs.endpoints[svc.Name]
+		if es == nil {
+			if len(svc.Endpoints) == 0 {
+				continue
+			}
+			es = &endpointStore{store: diffstore.NewComparable[netip.AddrPort, localnode.Endpoint]()}
+			fs.endpoints[svc.Name] = es
+		} else if sameSlice(es.last, svc.Endpoints) {
+			continue
+		}
+		es.store.Next()
+		for _, ep := range svc.Endpoints {
+			es.store.Set(ep.AddrPort(), ep)
+		}
+		es.store.Finish()
+		es.last = svc.Endpoints
+		for _, list := range [][]diffstore.Change[netip.AddrPort, localnode.Endpoint]{es.store.Added(), es.store.Updated()} {
+			for _, c := range list {
+				d.inc.SetEndpoint(fam, svc.Name, c.New)
+			}
+		}
+		for _, c := range es.store.Deleted() {
+			deletes = append(deletes, endpointChange{svc.Name, c.Key})
 		}
 	}
-	for _, c := range fs.endpoints.Deleted() {
-		d.inc.DeleteEndpoint(fam, c.Key.service, c.Key.addr)
+	for _, c := range fs.services.Deleted() {
+		if es := fs.endpoints[c.Key]; es != nil {
+			for _, ep := range es.last {
+				deletes = append(deletes, endpointChange{c.Key, ep.AddrPort()})
+			}
+			delete(fs.endpoints, c.Key)
+		}
+	}
+	for _, c := range deletes {
+		d.inc.DeleteEndpoint(fam, c.service, c.addr)
 	}
 	for _, c := range fs.services.Deleted() {
 		d.inc.DeleteService(fam, c.Key)
 	}
 	return d.inc.Sync(ctx)
+}
+
+// sameSlice reports whether a and b are the same slice (or both empty), in which case
+// their contents are equal without looking: States are read-only.
+func sameSlice(a, b []localnode.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0]
 }
