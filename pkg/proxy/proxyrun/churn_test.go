@@ -341,3 +341,5 @@ func (nopIncremental) DeleteService(localnode.Family, localnode.PortName)       
 func (nopIncremental) SetEndpoint(localnode.Family, localnode.PortName, localnode.Endpoint) {}
 func (nopIncremental) DeleteEndpoint(localnode.Family, localnode.PortName, netip.AddrPort)  {}
 func (nopIncremental) Sync(context.Context) error                                           { return nil }
+
+func waitSynced() { time.Sleep(time.Millisecond) }
