@@ -150,10 +150,15 @@ func TestRBACDenied(t *testing.T) {
 		t.Errorf("/healthz is healthy without permissions: %q", body)
 	}
 	t.Logf("/healthz without permissions: code %d, %v", code, errString(err))
-	// Informational: the metrics server's /healthz probes /version, which RBAC allows
-	// every authenticated user, so it does not see the denial.
-	mcode, mbody, merr := node.ns.get("http://" + metricsAddr + "/healthz")
-	t.Logf("metrics server /healthz without permissions: code %d %q %v", mcode, mbody, errString(merr))
+	// The metrics server's /healthz probes a Service list as well as /version, so it
+	// names the denial instead of looking healthy.
+	eventually(t, "the metrics /healthz to report the RBAC denial", 30*time.Second, func() bool {
+		mcode, mbody, _ := node.ns.get("http://" + metricsAddr + "/healthz")
+		return mcode == 503 && strings.Contains(mbody, "refuses kube-proxy's requests")
+	}, func() string {
+		mcode, mbody, merr := node.ns.get("http://" + metricsAddr + "/healthz")
+		return fmt.Sprintf("code %d %q %v", mcode, mbody, errString(merr))
+	})
 	if hasIP(ruleset(node.ns), web.Spec.ClusterIP) {
 		t.Errorf("rules for %s programmed without permission to read Services", web.Spec.ClusterIP)
 	}

@@ -235,10 +235,7 @@ func TestMetricsHealthzReportsUnreachableAPIServer(t *testing.T) {
 	}
 
 	// The API server comes back: /healthz recovers.
-	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
-	}))
+	api := httptest.NewUnstartedServer(fakeAPIServer(false))
 	l2, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Skipf("cannot rebind %s: %v", addr, err)
@@ -288,5 +285,57 @@ func TestMetricsMuxPaths(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(buf[:n]), tc.want) {
 			t.Errorf("%s: %d %q, want 200 containing %q", tc.path, resp.StatusCode, buf[:min(n, 200)], tc.want)
 		}
+	}
+}
+
+// fakeAPIServer answers the two requests apiHealth probes with; when forbid is set it
+// refuses the Service list the way RBAC does for an identity without permissions.
+func fakeAPIServer(forbid bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/version":
+			_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
+		case r.URL.Path == "/api/v1/services" && forbid:
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,` +
+				`"message":"services is forbidden: User \"nobody\" cannot list resource \"services\" in API group \"\" at the cluster scope"}`))
+		case r.URL.Path == "/api/v1/services":
+			_, _ = w.Write([]byte(`{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+}
+
+func TestAPIHealthReportsRBACDenial(t *testing.T) {
+	tests := []struct {
+		name     string
+		forbid   bool
+		wantErr  bool
+		wantText string
+	}{
+		{name: "permitted identity is healthy", forbid: false},
+		{name: "denied identity names RBAC", forbid: true, wantErr: true, wantText: "refuses kube-proxy's requests"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			api := httptest.NewServer(fakeAPIServer(tc.forbid))
+			defer api.Close()
+			client, err := createClient(ctx, componentbaseconfig.ClientConnectionConfiguration{ContentType: "application/json", QPS: 50, Burst: 100}, api.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &apiHealth{}
+			h.set(probeAPI(ctx, client))
+			err = h.check()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("check() = %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.wantText) {
+				t.Fatalf("check() = %q, want it to contain %q", err, tc.wantText)
+			}
+		})
 	}
 }

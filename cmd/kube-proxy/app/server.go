@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -399,9 +400,23 @@ func (h *apiHealth) check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err != nil {
+		if apierrors.IsForbidden(h.err) || apierrors.IsUnauthorized(h.err) {
+			return fmt.Errorf("API server refuses kube-proxy's requests since %s (check its RBAC binding to system:node-proxier): %w", h.since.UTC().Format(time.RFC3339), h.err)
+		}
 		return fmt.Errorf("API server unreachable since %s: %w", h.since.UTC().Format(time.RFC3339), h.err)
 	}
 	return nil
+}
+
+// probeAPI checks that the API server answers and that it lets kube-proxy read what
+// it watches: /version alone is open to every authenticated user, so an identity
+// without permissions would otherwise look healthy while its informers are denied.
+func probeAPI(ctx context.Context, client clientset.Interface) error {
+	if err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+		return err
+	}
+	_, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1})
+	return err
 }
 
 // run probes the API server with backoff while it fails and every 10s otherwise.
@@ -417,7 +432,7 @@ func (h *apiHealth) run(ctx context.Context, client clientset.Interface) {
 		case <-time.After(delay):
 		}
 		probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(probeCtx).Error()
+		err := probeAPI(probeCtx, client)
 		cancel()
 		if ctx.Err() != nil {
 			return
