@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
@@ -64,6 +65,9 @@ func TestRealTrafficInNetns(t *testing.T) {
 	run("-n", proxyNS, "addr", "add", "198.18.0.1/24", "dev", "veth-p")
 	run("-n", backendNS, "addr", "add", "198.18.0.2/24", "dev", "veth-b")
 	run("-n", backendNS, "addr", "add", "198.18.0.3/24", "dev", "veth-b")
+	// nodad: usable at once instead of after duplicate address detection.
+	run("-n", proxyNS, "addr", "add", "fd00:198:18::1/64", "dev", "veth-p", "nodad")
+	run("-n", backendNS, "addr", "add", "fd00:198:18::2/64", "dev", "veth-b", "nodad")
 	for _, ns := range []string{proxyNS, backendNS} {
 		run("-n", ns, "link", "set", "lo", "up")
 	}
@@ -118,6 +122,7 @@ func TestInProxyNamespace(t *testing.T) {
 		tcpServer(t, "198.18.0.3:8080", "pod-3")
 		udpServer(t, "198.18.0.2:5353", "pod-2")
 		udpServer(t, "198.18.0.3:5353", "pod-3")
+		tcpServer(t, "[fd00:198:18::2]:8080", "pod-2-v6")
 	})
 
 	web := netip.MustParseAddrPort("198.19.0.10:80")
@@ -138,6 +143,9 @@ func TestInProxyNamespace(t *testing.T) {
 		st.Endpoint("198.18.0.2", thisNode), st.Endpoint("198.18.0.3", "node-b")))
 	src.SetService(st.Service("ns", "dns", []string{dns.Addr().String()}, udpPort))
 	src.SetEndpointSlice(udpSlice(st.Endpoint("198.18.0.2", "node-b"), st.Endpoint("198.18.0.3", "node-b")))
+	web6 := netip.MustParseAddrPort("[fd00:198:19::10]:80")
+	src.SetService(st.Service("ns", "web6", []string{web6.Addr().String()}))
+	src.SetEndpointSlice(st.EndpointSlice("ns", "web6", "web6-1", "http", 8080, st.Endpoint("fd00:198:18::2", "node-b")))
 
 	iface = "usp0"
 	if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: iface}}); err != nil {
@@ -148,7 +156,8 @@ func TestInProxyNamespace(t *testing.T) {
 	p := New(Options{Interface: iface, DialTimeout: time.Second})
 	done := make(chan error, 1)
 	go func() {
-		done <- proxyrun.Run(ctx, src, p, proxyrun.Options{NodeName: thisNode, MinSyncInterval: 10 * time.Millisecond})
+		done <- proxyrun.Run(ctx, src, p, proxyrun.Options{NodeName: thisNode,
+			Families: []localnode.Family{localnode.IPv4, localnode.IPv6}, MinSyncInterval: 10 * time.Millisecond})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -183,6 +192,7 @@ func TestInProxyNamespace(t *testing.T) {
 	expect("TCP cluster IP, round-robin over both endpoints", 4, tcp(web), map[string]int{"pod-2": 2, "pod-3": 2})
 	expect("external IP under eTP Local: only this node's endpoint", 4, tcp(ext), map[string]int{"pod-2": 4})
 	expect("UDP cluster IP, round-robin over both endpoints", 4, udp(dns), map[string]int{"pod-2": 2, "pod-3": 2})
+	expect("IPv6 TCP cluster IP", 2, tcp(web6), map[string]int{"pod-2-v6": 2})
 	if got := dummyAddrs(t); fmt.Sprint(got) != "[198.19.0.10 198.19.0.53 198.19.0.99]" {
 		t.Errorf("%s holds %v", iface, got)
 	}
