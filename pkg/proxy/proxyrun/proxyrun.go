@@ -84,6 +84,9 @@ type Proxy struct {
 
 	mu       sync.Mutex
 	topology map[string]string
+	// topoGen counts topology changes, so a sync can tell whether its last computation
+	// used the current labels.
+	topoGen uint64
 
 	// syncMu serialises Sync; the fields below it are owned by the sync.
 	syncMu sync.Mutex
@@ -103,6 +106,10 @@ type family struct {
 	last     *localnode.State
 	failed   bool
 	revision uint64
+	// computed is the State last computed, from topology generation computedGen; reused
+	// while the trackers report no change.
+	computed    *localnode.State
+	computedGen uint64
 }
 
 var _ source.Handler = &Proxy{}
@@ -294,6 +301,9 @@ func (p *Proxy) OnTopologyChange(labels map[string]string) {
 	p.mu.Lock()
 	changed := !maps.Equal(p.topology, labels)
 	p.topology = maps.Clone(labels)
+	if changed {
+		p.topoGen++
+	}
 	p.mu.Unlock()
 	if changed {
 		for _, f := range p.families {
@@ -314,24 +324,30 @@ func (p *Proxy) Sync(ctx context.Context) error {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	p.mu.Lock()
-	topology := p.topology
+	topology, gen := p.topology, p.topoGen
 	p.mu.Unlock()
 	var errs []error
 	for _, f := range p.families {
-		if err := p.syncFamily(ctx, f, topology); err != nil {
+		if err := p.syncFamily(ctx, f, topology, gen); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (p *Proxy) syncFamily(ctx context.Context, f *family, topology map[string]string) error {
+func (p *Proxy) syncFamily(ctx context.Context, f *family, topology map[string]string, topoGen uint64) error {
 	logger := klog.FromContext(ctx).WithValues("ipFamily", f.name)
 	start := time.Now()
 	p.syncs.Add(1)
-	f.svcMap.Update(f.sct)
+	svcResult := f.svcMap.Update(f.sct)
 	epResult := f.epMap.Update(f.ect)
-	st := f.comp.Compute(ctx, f.svcMap, f.epMap, p.opts.NodeName, topology)
+	st := f.computed
+	// A periodic sync, or one after events the trackers found irrelevant, needs no pass
+	// over every service port.
+	if st == nil || len(svcResult.UpdatedServices) > 0 || len(epResult.UpdatedServices) > 0 || f.computedGen != topoGen {
+		st = f.comp.Compute(ctx, f.svcMap, f.epMap, p.opts.NodeName, topology)
+		f.computed, f.computedGen = st, topoGen
+	}
 
 	changed := !st.Equal(f.last)
 	if changed || f.failed {

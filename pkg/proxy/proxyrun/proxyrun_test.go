@@ -298,3 +298,44 @@ func TestRunErrorsAndOptions(t *testing.T) {
 		t.Error("nil backend accepted")
 	}
 }
+
+// TestTopologyChangeAloneRecomputes moves the node to another zone with no other change:
+// the State must follow the zone hints even though no Service or slice changed.
+func TestTopologyChangeAloneRecomputes(t *testing.T) {
+	src := source.NewStatic()
+	src.SetNode(st.Node(node, "z1"))
+	src.SetService(st.Service("ns", "web", v4))
+	src.SetEndpointSlice(webSlice(st.Endpoint("10.1.0.1", node, st.Zone("z1", true)), st.Endpoint("10.1.0.2", "node-b", st.Zone("z2", true))))
+	b := fake.NewFullState()
+	p, err := New(b, Options{NodeName: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attach(t, src, p)
+	endpoints := func() []string {
+		s, _ := p.State(localnode.IPv4)
+		var out []string
+		for _, e := range s.Services[0].InternalEndpoints() {
+			out = append(out, e.String())
+		}
+		return out
+	}
+	for _, step := range []struct {
+		zone string
+		want []string
+	}{{"z1", []string{"10.1.0.1:8080"}}, {"z2", []string{"10.1.0.2:8080"}}, {"z3", []string{"10.1.0.1:8080", "10.1.0.2:8080"}}} {
+		src.SetNode(st.Node(node, step.zone))
+		if err := p.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(step.want, endpoints()); diff != "" {
+			t.Errorf("zone %s: endpoints (-want +got):\n%s", step.zone, diff)
+		}
+	}
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(b.Attempts()); got != 3 {
+		t.Errorf("%d backend calls, want 3 (one per zone, none for the idle sync)", got)
+	}
+}
