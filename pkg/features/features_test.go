@@ -1,11 +1,13 @@
 package features
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	metricsfeatures "k8s.io/component-base/metrics/features"
@@ -180,5 +182,54 @@ func TestComponentGatesCanBeAddedAgain(t *testing.T) {
 	}
 	if err := metricsfeatures.AddFeatureGates(DefaultMutableFeatureGate); err != nil {
 		t.Errorf("metricsfeatures.AddFeatureGates: %v", err)
+	}
+}
+
+// TestUpstreamBinaryGates checks against the gate names the upstream v1.37.2
+// kube-proxy binary accepts (testdata/upstream-v1.37.2-binary-gates.txt:
+// k8s.io/apiserver's DefaultMutableFeatureGate.GetAll() after importing
+// k8s.io/kubernetes/cmd/kube-proxy/app, captured outside this repository):
+// a config naming every one of them must be accepted, and we must know no
+// name upstream does not.
+func TestUpstreamBinaryGates(t *testing.T) {
+	data, err := os.ReadFile("testdata/upstream-v1.37.2-binary-gates.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := sets.New(strings.Fields(string(data))...)
+	if upstream.Len() < 200 {
+		t.Fatalf("only %d upstream gate names read", upstream.Len())
+	}
+
+	g := featuregate.NewVersionedFeatureGate(EmulationVersion)
+	if err := AddToGate(g); err != nil {
+		t.Fatal(err)
+	}
+	ours := sets.New(upstreamGateNames...)
+	for name := range g.GetAll() {
+		ours.Insert(string(name))
+	}
+	// AllAlpha/AllBeta are pseudo-gates every component-base gate has.
+	ours.Delete("AllAlpha", "AllBeta")
+	upstream.Delete("AllAlpha", "AllBeta")
+	if missing := upstream.Difference(ours); missing.Len() > 0 {
+		t.Errorf("upstream gates we do not know: %v", sets.List(missing))
+	}
+	if extra := ours.Difference(upstream); extra.Len() > 0 {
+		t.Errorf("gates we know that upstream does not: %v", sets.List(extra))
+	}
+
+	// Every upstream name at once, our own gates at their current value
+	// (locked ones cannot be changed), the rest at anything.
+	all := map[string]bool{}
+	for name := range upstream {
+		all[name] = true
+		if _, ok := g.GetAll()[featuregate.Feature(name)]; ok {
+			all[name] = g.Enabled(featuregate.Feature(name))
+		}
+	}
+	logger, _ := captureLogger()
+	if err := SetGateFromMap(logger, g, all); err != nil {
+		t.Errorf("a config naming every upstream gate was rejected: %v", err)
 	}
 }
