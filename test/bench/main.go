@@ -18,7 +18,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,6 +30,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 )
 
 // result is what a child reports on its stdout as one JSON line.
@@ -40,9 +43,13 @@ type result struct {
 	Rules      int       `json:"rules"`
 	Elements   int       `json:"elements"` // nftables set/map elements; 0 for iptables
 	PeakRSSKiB int64     `json:"peakRSSKiB"`
+	// TimedOut is set (by the parent) when the configuration did not finish.
+	TimedOut time.Duration `json:"-"`
 }
 
 const workerEnv = "KUBE_PROXY_BENCH_WORKER"
+
+var errTimeout = errors.New("timed out")
 
 func main() {
 	if spec := os.Getenv(workerEnv); spec != "" {
@@ -56,6 +63,7 @@ func main() {
 	sizes := flag.String("services", "1000,10000", "Service counts to measure")
 	eps := flag.Int("endpoints", 10, "endpoints per Service")
 	changes := flag.Int("changes", 5, "one-change syncs to time per configuration (the median is shown)")
+	timeout := flag.Duration("timeout", 10*time.Minute, "give up on a configuration after this long")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and programs real kernel rules in them")
@@ -70,7 +78,12 @@ func main() {
 				fmt.Fprintf(os.Stderr, "bad Service count %q\n", s)
 				os.Exit(2)
 			}
-			r, err := runChild(strings.TrimSpace(mode), n, *eps, *changes)
+			r, err := runChild(strings.TrimSpace(mode), n, *eps, *changes, *timeout)
+			if errors.Is(err, errTimeout) {
+				fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", mode, n, err)
+				results = append(results, result{Mode: strings.TrimSpace(mode), Services: n, Endpoints: *eps, TimedOut: *timeout})
+				continue
+			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", mode, n, err)
 				failed = true
@@ -90,17 +103,25 @@ func main() {
 
 // runChild re-executes this binary in a new network namespace as the worker for
 // one configuration.
-func runChild(mode string, services, eps, changes int) (result, error) {
+func runChild(mode string, services, eps, changes int, timeout time.Duration) (result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(self)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d", workerEnv, mode, services, eps, changes))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	// Its own process group, so a timeout also ends the iptables-restore or nft
+	// it is waiting for.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return result{}, fmt.Errorf("%w after %v", errTimeout, timeout)
+		}
 		return result{}, fmt.Errorf("worker: %w\n%s", err, tailOf(stderr.String(), 4096))
 	}
 	var r result
@@ -143,6 +164,10 @@ func printTable(f *os.File, rs []result) {
 	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\trules\tset/map elements\tpeak RSS MiB\t")
 	for _, r := range rs {
+		if r.TimedOut > 0 {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t> %v\t-\t-\t-\t-\t\n", r.Mode, r.Services, r.Services*r.Endpoints, r.TimedOut)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%d\t%d\t%.1f\t\n",
 			r.Mode, r.Services, r.Services*r.Endpoints, r.FullSyncMs, median(r.ChangeMs), r.Rules, r.Elements,
 			float64(r.PeakRSSKiB)/1024)
