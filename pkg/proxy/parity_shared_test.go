@@ -7,14 +7,17 @@ package proxy_test
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 )
 
 // parityScenario is one node's view of a changing cluster: each round is
@@ -31,6 +34,48 @@ type parityScenario struct {
 type parityRound struct {
 	Services []*v1.Service              `json:"services"`
 	Slices   []*discovery.EndpointSlice `json:"slices"`
+	// Flows is the conntrack table CleanStaleEntries sees after the round.
+	Flows []parityFlow `json:"flows,omitempty"`
+}
+
+// parityFlow is a conntrack entry: original destination and reply source
+// are what stale-flow cleanup looks at.
+type parityFlow struct {
+	Proto    uint8  `json:"proto"`
+	Dst      string `json:"dst"`
+	DPort    uint16 `json:"dport"`
+	ReplySrc string `json:"replySrc"`
+	RPort    uint16 `json:"rport"`
+}
+
+func (f parityFlow) String() string {
+	return fmt.Sprintf("%d %s reply %s", f.Proto, net.JoinHostPort(f.Dst, fmt.Sprint(f.DPort)), net.JoinHostPort(f.ReplySrc, fmt.Sprint(f.RPort)))
+}
+
+func (f parityFlow) netlink() *netlink.ConntrackFlow {
+	client := net.ParseIP("192.0.2.99")
+	if strings.Contains(f.Dst, ":") {
+		client = net.ParseIP("2001:db8:c::99")
+	}
+	return &netlink.ConntrackFlow{
+		Forward: netlink.IPTuple{SrcIP: client, SrcPort: 40000, DstIP: net.ParseIP(f.Dst), DstPort: f.DPort, Protocol: f.Proto},
+		Reverse: netlink.IPTuple{SrcIP: net.ParseIP(f.ReplySrc), SrcPort: f.RPort, DstIP: client, DstPort: 40000, Protocol: f.Proto},
+	}
+}
+
+// parityConntrack is a conntrack table that records what is deleted.
+type parityConntrack struct {
+	flows   []*netlink.ConntrackFlow
+	deleted []*netlink.ConntrackFlow
+}
+
+var _ conntrack.Interface = &parityConntrack{}
+
+func (c *parityConntrack) ListEntries(uint8) ([]*netlink.ConntrackFlow, error) { return c.flows, nil }
+
+func (c *parityConntrack) DeleteEntries(_ uint8, flows []*netlink.ConntrackFlow) (int, error) {
+	c.deleted = append(c.deleted, flows...)
+	return len(flows), nil
 }
 
 type paritySvcView struct {
@@ -70,6 +115,7 @@ type parityResult struct {
 	HealthCheckNodePorts map[string]uint16            `json:"healthCheckNodePorts"`
 	LocalReadyEndpoints  map[string]int               `json:"localReadyEndpoints"`
 	Categorized          map[string]parityCategorized `json:"categorized"`
+	ConntrackDeleted     []string                     `json:"conntrackDeleted"`
 }
 
 func parityKey(spn proxy.ServicePortName) string {
@@ -200,6 +246,20 @@ func runParityScenario(sc parityScenario) []parityResult {
 		res.LocalReadyEndpoints = map[string]int{}
 		for nn, n := range epMap.LocalReadyEndpoints() {
 			res.LocalReadyEndpoints[nn.String()] = n
+		}
+		if len(round.Flows) > 0 {
+			ct := &parityConntrack{}
+			for _, f := range round.Flows {
+				ct.flows = append(ct.flows, f.netlink())
+			}
+			conntrack.CleanStaleEntries(ct, sc.Family, svcMap, epMap)
+			for _, d := range ct.deleted {
+				res.ConntrackDeleted = append(res.ConntrackDeleted, parityFlow{
+					Proto: d.Forward.Protocol, Dst: d.Forward.DstIP.String(), DPort: d.Forward.DstPort,
+					ReplySrc: d.Reverse.SrcIP.String(), RPort: d.Reverse.SrcPort,
+				}.String())
+			}
+			sort.Strings(res.ConntrackDeleted)
 		}
 		results = append(results, res)
 	}

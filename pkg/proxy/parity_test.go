@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -135,7 +136,7 @@ func genParityScenarios(r *rand.Rand, n int) []parityScenario {
 			slices = append(slices, g.slicesFor(g.service("ns", "orphan"), "")...)
 		}
 		for range 2 + r.IntN(3) {
-			sc.Rounds = append(sc.Rounds, parityRound{Services: services, Slices: slices})
+			sc.Rounds = append(sc.Rounds, parityRound{Services: services, Slices: slices, Flows: g.flows(services, slices)})
 			services, slices = g.mutate(services, slices)
 		}
 		out = append(out, sc)
@@ -396,4 +397,75 @@ func (g *parityGen) mutate(services []*v1.Service, slices []*discovery.EndpointS
 		}
 	}
 	return nextSvcs, nextSlices
+}
+
+// flows builds a conntrack table for the round: UDP (and some TCP) flows to
+// every frontend and node port of the round's services, answered by the
+// services' endpoints on their ports, by addresses that are no endpoint, or
+// from the wrong port. Service ports (80-82) and node ports (30000+) never
+// coincide: upstream also re-checks a frontend flow against a node port of
+// the same number, which this package deliberately does not.
+func (g *parityGen) flows(services []*v1.Service, slices []*discovery.EndpointSlice) []parityFlow {
+	var out []parityFlow
+	wantV6 := g.family == v1.IPv6Protocol
+	is6 := func(ip string) bool { return strings.Contains(ip, ":") }
+	nodeIP := "192.0.2.10"
+	if wantV6 {
+		nodeIP = "2001:db8:a::10"
+	}
+	for _, s := range services {
+		var backends []string
+		var ports []uint16
+		for _, sl := range slices {
+			if sl.Labels[discovery.LabelServiceName] != s.Name {
+				continue
+			}
+			for _, ep := range sl.Endpoints {
+				backends = append(backends, ep.Addresses[0])
+			}
+			for _, p := range sl.Ports {
+				ports = append(ports, uint16(*p.Port))
+			}
+		}
+		backends = append(backends, g.ip(g.family, "10.250.", "fd00:250::")) // never an endpoint
+		ports = append(ports, 7777)
+		frontends := append([]string{}, s.Spec.ClusterIPs...)
+		frontends = append(frontends, s.Spec.ExternalIPs...)
+		for _, ing := range s.Status.LoadBalancer.Ingress {
+			if ing.IP != "" {
+				frontends = append(frontends, ing.IP)
+			}
+		}
+		for _, sp := range s.Spec.Ports {
+			proto := uint8(17) // UDP
+			if sp.Protocol == v1.ProtocolTCP && g.pick(4) != 0 {
+				continue
+			}
+			if sp.Protocol != v1.ProtocolUDP {
+				proto = 6
+			}
+			for _, fe := range frontends {
+				if fe == v1.ClusterIPNone || is6(fe) != wantV6 {
+					continue
+				}
+				for range 1 + g.pick(3) {
+					be := backends[g.pick(len(backends))]
+					if is6(be) != wantV6 {
+						continue
+					}
+					out = append(out, parityFlow{Proto: proto, Dst: fe, DPort: uint16(sp.Port), ReplySrc: be, RPort: ports[g.pick(len(ports))]})
+				}
+			}
+			if sp.NodePort != 0 {
+				for range 1 + g.pick(2) {
+					be := backends[g.pick(len(backends))]
+					if is6(be) != wantV6 {
+						continue
+					}
+					out = append(out, parityFlow{Proto: proto, Dst: nodeIP, DPort: uint16(sp.NodePort), ReplySrc: be, RPort: ports[g.pick(len(ports))]})
+				}
+			}
+		}
+	}
+	return out
 }
