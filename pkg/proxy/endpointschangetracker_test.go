@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -704,5 +705,53 @@ func TestNewBaseEndpointInfoFromAddr(t *testing.T) {
 		if info.IP() != tc.ip || info.String() != tc.full || !reflect.DeepEqual(info, legacy) {
 			t.Errorf("%q: got %q / %q, want %q / %q", tc.in, info.IP(), info.String(), tc.ip, tc.full)
 		}
+	}
+}
+
+func TestEndpointsTrackerConcurrent(t *testing.T) {
+	// Informer handlers and the sync loop run on different goroutines; the
+	// tracker must serialise them (run with -race) and lose nothing.
+	ect := NewEndpointsChangeTracker(v1.IPv4Protocol, testNode, nil, nil)
+	em := EndpointsMap{}
+	const writers, updates = 4, 50
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range updates {
+				ip := fmt.Sprintf("10.%d.%d.1", w, i)
+				ect.EndpointSliceUpdate(slice("ns", fmt.Sprintf("svc%d", w), "s", []string{ip + "/L"}, "p:80/UDP"), false)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var cleanup bool
+	go func() {
+		defer close(done)
+		for range 20 {
+			if res := em.Update(ect); res.ConntrackCleanupRequired {
+				cleanup = true
+			}
+			_ = em.LocalReadyEndpoints()
+		}
+	}()
+	wg.Wait()
+	<-done
+	if res := em.Update(ect); res.ConntrackCleanupRequired {
+		cleanup = true
+	}
+	if !cleanup {
+		t.Error("UDP endpoint changes never asked for conntrack cleanup")
+	}
+	want := map[string][]string{}
+	for w := range writers {
+		want[fmt.Sprintf("ns/svc%d:p/UDP", w)] = []string{fmt.Sprintf("10.%d.%d.1:80 L", w, updates-1)}
+	}
+	if diff := cmp.Diff(want, emView(em)); diff != "" {
+		t.Errorf("final endpoints (-want +got):\n%s", diff)
+	}
+	if n := len(ect.endpointSliceCache.pendingServices); n != 0 {
+		t.Errorf("%d services still pending after the final update", n)
 	}
 }
