@@ -134,8 +134,7 @@ func (sct *ServiceChangeTracker) serviceToServiceMap(service *v1.Service) Servic
 			sct.logger.Error(nil, "Service has duplicate port name and protocol, the last one wins", "service", klog.KObj(service),
 				"field", "spec.ports["+strconv.Itoa(i)+"]", "value", spn.String())
 		}
-		field := "spec.ports[" + strconv.Itoa(i) + "]"
-		base := newBaseServiceInfo(sct.logger, service, sct.ipFamily, clusterIP, port, field)
+		base := newBaseServiceInfo(sct.logger, service, sct.ipFamily, clusterIP, port, i)
 		if sct.makeServiceInfo == nil {
 			m[spn] = base
 			continue
@@ -144,7 +143,7 @@ func (sct *ServiceChangeTracker) serviceToServiceMap(service *v1.Service) Servic
 		if info == nil {
 			// A nil entry would panic every consumer of the map; the
 			// proxier's callback chose not to handle this port.
-			sct.logger.V(2).Info("Skipping service port the proxier declined", "service", klog.KObj(service), "field", field)
+			sct.logger.V(2).Info("Skipping service port the proxier declined", "service", klog.KObj(service), "field", servicePortField(i))
 			continue
 		}
 		m[spn] = info

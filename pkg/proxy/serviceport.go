@@ -187,9 +187,9 @@ func validProtocol(p v1.Protocol) bool {
 const maxClientIPAffinitySeconds = 86400
 
 // newBaseServiceInfo converts one port of service for ipFamily. clusterIP is
-// the already-parsed cluster IP of that family; portField names the port in
-// logs ("spec.ports[i]").
-func newBaseServiceInfo(logger klog.Logger, service *v1.Service, ipFamily v1.IPFamily, clusterIP net.IP, port *v1.ServicePort, portField string) *BaseServicePortInfo {
+// the already-parsed cluster IP of that family; portIndex is port's index in
+// spec.ports, for logs.
+func newBaseServiceInfo(logger klog.Logger, service *v1.Service, ipFamily v1.IPFamily, clusterIP net.IP, port *v1.ServicePort, portIndex int) *BaseServicePortInfo {
 	info := &BaseServicePortInfo{
 		clusterIP:           clusterIP,
 		port:                int(port.Port),
@@ -205,7 +205,7 @@ func newBaseServiceInfo(logger klog.Logger, service *v1.Service, ipFamily v1.IPF
 	// without it, so only the node port is dropped.
 	if np := port.NodePort; np < 0 || np > 65535 {
 		logger.Error(nil, "Ignoring invalid node port of service port", "service", klog.KObj(service),
-			"field", portField+".nodePort", "value", np)
+			"field", servicePortField(portIndex)+".nodePort", "value", np)
 	} else {
 		info.nodePort = int(np)
 	}
@@ -276,4 +276,10 @@ func newBaseServiceInfo(logger klog.Logger, service *v1.Service, ipFamily v1.IPF
 		}
 	}
 	return info
+}
+
+// servicePortField names spec.ports[i] in logs. Built only when logging: it
+// would otherwise cost an allocation per port on the conversion hot path.
+func servicePortField(i int) string {
+	return "spec.ports[" + strconv.Itoa(i) + "]"
 }
