@@ -28,6 +28,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	printFigures()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}

@@ -106,12 +106,35 @@ func figure(t *testing.T, format string, args ...any) {
 	line := fmt.Sprintf("RELIABILITY "+format, args...)
 	t.Log(line)
 	fmt.Println(line)
+	figuresMu.Lock()
+	figures = append(figures, line)
+	figuresMu.Unlock()
 	if path := os.Getenv("E2E_FIGURES"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
 			_, _ = fmt.Fprintln(f, line)
 			_ = f.Close()
 		}
+	}
+}
+
+// figures collects the reliability lines for the summary TestMain prints.
+var (
+	figuresMu sync.Mutex
+	figures   []string
+)
+
+// printFigures prints every reliability figure of the run as one block, so a CI
+// log shows them together after the test output.
+func printFigures() {
+	figuresMu.Lock()
+	defer figuresMu.Unlock()
+	if len(figures) == 0 {
+		return
+	}
+	fmt.Printf("RELIABILITY SUMMARY (%d figures)\n", len(figures))
+	for _, f := range figures {
+		fmt.Println("  " + strings.TrimPrefix(f, "RELIABILITY "))
 	}
 }
 
