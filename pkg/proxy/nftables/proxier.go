@@ -80,12 +80,17 @@ type Proxier struct {
 	endpointSlicesSynced bool
 	servicesSynced       bool
 	lastFullSync         time.Time
-	needFullSync         bool
-	cidrsChanged         bool
-	initialized          atomic.Bool
-	staleCleanupQueued   atomic.Bool
-	syncRunner           *runner.BoundedFrequencyRunner
-	syncPeriod           time.Duration
+	// lastKernelContact is when a transaction or a table check last showed the
+	// kernel still has our table; see tableMissing.
+	lastKernelContact time.Time
+	// tableCheckDue is set once per syncPeriod by SyncLoop's ticker.
+	tableCheckDue      atomic.Bool
+	needFullSync       bool
+	cidrsChanged       bool
+	initialized        atomic.Bool
+	staleCleanupQueued atomic.Bool
+	syncRunner         *runner.BoundedFrequencyRunner
+	syncPeriod         time.Duration
 
 	// healthCheckPorts is what the service health server was last told to
 	// serve; nil until the first sync.
@@ -293,6 +298,16 @@ func (p *Proxier) SyncLoop() {
 		p.healthzServer.Updated(p.ipFamily)
 	}
 	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(p.ipFamily)).SetToCurrentTime()
+	// The runner's own maximum interval is the hourly full sync. Asking for a
+	// sync every syncPeriod lets the cheap table check in syncProxyRules notice
+	// a table deleted from outside; with nothing changed, that sync makes no
+	// other kernel call.
+	if p.syncPeriod > 0 {
+		go wait.Until(func() {
+			p.tableCheckDue.Store(true)
+			p.syncRunner.Run()
+		}, p.syncPeriod, p.ctx.Done())
+	}
 	p.syncRunner.Loop(wait.NeverStop)
 }
 
@@ -403,6 +418,16 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	ctx := p.ctx
 	start := time.Now()
 	doFullSync := p.needFullSync || time.Since(p.lastFullSync) > proxyutil.FullSyncPeriod
+	// Syncs that change nothing make no kernel call, so a table deleted from
+	// outside (nft flush ruleset, a firewall reload) would only be noticed at the
+	// next change. Once per syncPeriod a tiny listing checks the table is there.
+	if p.tableCheckDue.Swap(false) && !doFullSync && time.Since(p.lastKernelContact) >= p.syncPeriod/2 {
+		if p.syncer.tableMissing(ctx) {
+			p.logger.Info("The kube-proxy nftables table disappeared; rebuilding it with a full sync")
+			doFullSync = true
+		}
+		p.lastKernelContact = start
+	}
 
 	defer func() {
 		family := string(p.ipFamily)
@@ -491,6 +516,9 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	}
 	p.needFullSync = false
 	p.cidrsChanged = false
+	if res.transactions > 0 {
+		p.lastKernelContact = time.Now()
+	}
 	// Flushed chains can be deleted a second later; ask for a sync then
 	// rather than leaving them until the next change or the hourly sync.
 	if len(p.syncer.view.stale) > 0 && !p.staleCleanupQueued.Swap(true) {

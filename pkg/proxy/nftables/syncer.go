@@ -179,6 +179,23 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	return res, nil
 }
 
+// tableMissing reports whether the kernel no longer has our table. It lists the
+// rules of one small base chain: a request for one named object, which fails
+// with "not found" when the table is gone (a dump of a whole object type may
+// instead come back empty over netlink). Other errors are logged and treated
+// as "present", since a full sync would not fix them either.
+func (s *syncer) tableMissing(ctx context.Context) bool {
+	_, err := s.nft.ListRules(ctx, natOutputChain)
+	if err == nil {
+		return false
+	}
+	if isNotFound(err) {
+		return true
+	}
+	s.logger.Error(err, "Checking the nftables table failed")
+	return false
+}
+
 // deleteStaleChains deletes chains that were flushed at least minAge ago.
 // Waiting matters: before kernel 6.2, a chain stays referenced for a short
 // while after the last map element pointing to it is deleted.
