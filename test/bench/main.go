@@ -135,7 +135,9 @@ func runChild(mode string, services, eps, changes int, timeout time.Duration) (r
 	if !found {
 		return result{}, fmt.Errorf("worker printed no result\nstdout:\n%s\nstderr:\n%s", stdout.String(), tailOf(stderr.String(), 4096))
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+	// The worker reports its own peak; fall back to what the kernel says about the
+	// child, which also counts the largest process the child waited for.
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && r.PeakRSSKiB == 0 {
 		r.PeakRSSKiB = ru.Maxrss // KiB on Linux
 	}
 	return r, nil

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -132,6 +133,13 @@ func worker(spec string) error {
 			return fmt.Errorf("one-change sync %d: %w", c+1, err)
 		}
 		r.ChangeMs = append(r.ChangeMs, ms)
+	}
+	// The proxier's own peak, read before countRules: the `nft -j list` it runs can
+	// use several times the proxier's memory, and a child's usage reported to its
+	// parent (Maxrss of RUSAGE_CHILDREN) includes the largest child it waited for.
+	var self syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err == nil {
+		r.PeakRSSKiB = self.Maxrss // KiB on Linux
 	}
 	r.Rules, r.Elements, err = countRules(mode)
 	if err != nil {
