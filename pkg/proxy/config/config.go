@@ -85,6 +85,13 @@ func (l *handlerList[H]) add(h H) {
 	l.handlers = append(l.handlers, h)
 }
 
+// each calls f for every handler registered when the call starts.
+func (l *handlerList[H]) each(f func(H)) {
+	for _, h := range l.snapshot() {
+		f(h)
+	}
+}
+
 func (l *handlerList[H]) snapshot() []H {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -105,6 +112,33 @@ func objectFrom[T any](obj interface{}) (T, bool) {
 	var zero T
 	utilruntime.HandleError(fmt.Errorf("unexpected object type %T from informer", obj))
 	return zero, false
+}
+
+// typedFuncs adapts typed callbacks to an informer's untyped ones, so that the
+// type assertion, tombstone unwrapping and the report of an unexpected type live
+// in one place. An update is delivered only when both objects have type T.
+func typedFuncs[T any](add func(T), update func(oldObj, newObj T), del func(T)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if o, ok := objectFrom[T](obj); ok {
+				add(o)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok := objectFrom[T](oldObj)
+			if !ok {
+				return
+			}
+			if n, ok := objectFrom[T](newObj); ok {
+				update(o, n)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if o, ok := objectFrom[T](obj); ok {
+				del(o)
+			}
+		},
+	}
 }
 
 func addHandler(informer cache.SharedIndexInformer, funcs cache.ResourceEventHandlerFuncs, resync time.Duration) cache.InformerSynced {
@@ -128,42 +162,26 @@ type ServiceConfig struct {
 // RegisterEventHandler receive its events.
 func NewServiceConfig(ctx context.Context, serviceInformer v1informers.ServiceInformer, resyncPeriod time.Duration) *ServiceConfig {
 	c := &ServiceConfig{logger: klog.FromContext(ctx)}
-	c.listerSynced = addHandler(serviceInformer.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) {
-			svc, ok := objectFrom[*v1.Service](obj)
-			if !ok {
-				return
-			}
-			for _, h := range c.handlers.snapshot() {
+	c.listerSynced = addHandler(serviceInformer.Informer(), typedFuncs(
+		func(svc *v1.Service) {
+			c.handlers.each(func(h ServiceHandler) {
 				c.logger.V(4).Info("Calling handler.OnServiceAdd", "service", klog.KObj(svc))
 				h.OnServiceAdd(svc)
-			}
+			})
 		},
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			oldSvc, ok := objectFrom[*v1.Service](oldObj)
-			if !ok {
-				return
-			}
-			svc, ok := objectFrom[*v1.Service](newObj)
-			if !ok {
-				return
-			}
-			for _, h := range c.handlers.snapshot() {
+		func(oldSvc, svc *v1.Service) {
+			c.handlers.each(func(h ServiceHandler) {
 				c.logger.V(4).Info("Calling handler.OnServiceUpdate", "service", klog.KObj(svc))
 				h.OnServiceUpdate(oldSvc, svc)
-			}
+			})
 		},
-		DeleteFunc: func(obj interface{}) {
-			svc, ok := objectFrom[*v1.Service](obj)
-			if !ok {
-				return
-			}
-			for _, h := range c.handlers.snapshot() {
+		func(svc *v1.Service) {
+			c.handlers.each(func(h ServiceHandler) {
 				c.logger.V(4).Info("Calling handler.OnServiceDelete", "service", klog.KObj(svc))
 				h.OnServiceDelete(svc)
-			}
+			})
 		},
-	}, resyncPeriod)
+	), resyncPeriod)
 	return c
 }
 
@@ -198,42 +216,26 @@ type EndpointSliceConfig struct {
 // later with RegisterEventHandler receive its events.
 func NewEndpointSliceConfig(ctx context.Context, endpointSliceInformer discoveryv1informers.EndpointSliceInformer, resyncPeriod time.Duration) *EndpointSliceConfig {
 	c := &EndpointSliceConfig{logger: klog.FromContext(ctx)}
-	c.listerSynced = addHandler(endpointSliceInformer.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) {
-			slice, ok := objectFrom[*discoveryv1.EndpointSlice](obj)
-			if !ok {
-				return
-			}
-			for _, h := range c.handlers.snapshot() {
+	c.listerSynced = addHandler(endpointSliceInformer.Informer(), typedFuncs(
+		func(slice *discoveryv1.EndpointSlice) {
+			c.handlers.each(func(h EndpointSliceHandler) {
 				c.logger.V(4).Info("Calling handler.OnEndpointSliceAdd", "endpointSlice", klog.KObj(slice))
 				h.OnEndpointSliceAdd(slice)
-			}
+			})
 		},
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			oldSlice, ok := objectFrom[*discoveryv1.EndpointSlice](oldObj)
-			if !ok {
-				return
-			}
-			slice, ok := objectFrom[*discoveryv1.EndpointSlice](newObj)
-			if !ok {
-				return
-			}
-			for _, h := range c.handlers.snapshot() {
+		func(oldSlice, slice *discoveryv1.EndpointSlice) {
+			c.handlers.each(func(h EndpointSliceHandler) {
 				c.logger.V(4).Info("Calling handler.OnEndpointSliceUpdate", "endpointSlice", klog.KObj(slice))
 				h.OnEndpointSliceUpdate(oldSlice, slice)
-			}
+			})
 		},
-		DeleteFunc: func(obj interface{}) {
-			slice, ok := objectFrom[*discoveryv1.EndpointSlice](obj)
-			if !ok {
-				return
-			}
-			for _, h := range c.handlers.snapshot() {
+		func(slice *discoveryv1.EndpointSlice) {
+			c.handlers.each(func(h EndpointSliceHandler) {
 				c.logger.V(4).Info("Calling handler.OnEndpointSliceDelete", "endpointSlice", klog.KObj(slice))
 				h.OnEndpointSliceDelete(slice)
-			}
+			})
 		},
-	}, resyncPeriod)
+	), resyncPeriod)
 	return c
 }
 
@@ -266,30 +268,22 @@ type NodeConfig struct {
 // NewNodeConfig registers on nodeInformer (normally a single-node informer).
 func NewNodeConfig(ctx context.Context, nodeInformer v1informers.NodeInformer, resyncPeriod time.Duration) *NodeConfig {
 	c := &NodeConfig{logger: klog.FromContext(ctx)}
-	change := func(obj interface{}) {
-		node, ok := objectFrom[*v1.Node](obj)
-		if !ok {
-			return
-		}
-		for _, h := range c.handlers.snapshot() {
+	change := func(node *v1.Node) {
+		c.handlers.each(func(h NodeHandler) {
 			c.logger.V(4).Info("Calling handler.OnNodeChange", "node", klog.KObj(node))
 			h.OnNodeChange(node)
-		}
+		})
 	}
-	c.listerSynced = addHandler(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    change,
-		UpdateFunc: func(_, newObj interface{}) { change(newObj) },
-		DeleteFunc: func(obj interface{}) {
-			node, ok := objectFrom[*v1.Node](obj)
-			if !ok {
-				return
-			}
-			for _, h := range c.handlers.snapshot() {
+	c.listerSynced = addHandler(nodeInformer.Informer(), typedFuncs(
+		change,
+		func(_, node *v1.Node) { change(node) },
+		func(node *v1.Node) {
+			c.handlers.each(func(h NodeHandler) {
 				c.logger.V(4).Info("Calling handler.OnNodeDelete", "node", klog.KObj(node))
 				h.OnNodeDelete(node)
-			}
+			})
 		},
-	}, resyncPeriod)
+	), resyncPeriod)
 	return c
 }
 
