@@ -150,6 +150,7 @@ func BenchmarkFullSyncUpstreamShape(b *testing.B) {
 				b.StopTimer()
 				s, cleanup := mk(tf)
 				s.gen.ruleBalanceMax = 0
+				s.gen.inlineMaps = true
 				s.maxOps = 0
 				ms := models(tf.ip, svcs...)
 				b.StartTimer()

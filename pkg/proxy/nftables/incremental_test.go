@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,11 +25,48 @@ func fullDump(t *testing.T, tf testFamily, mutate func(*syncerConfig), svcs []ts
 	return sortedDump(fake.Fake)
 }
 
-// sortedDump is the fake's dump with lines sorted: element order depends on
-// insertion order, which differs between incremental and full syncs but has
-// no meaning in nftables.
+// sortedDump is what the fake's table means, in a form that does not depend
+// on history: lines sorted (element order depends on insertion order, which
+// differs between incremental and full syncs but has no meaning in nftables),
+// and endpoint map slots resolved into the rules that read them (which slots
+// a chain got depends on what was allocated and freed before). Endpoint map
+// elements no rule reads are listed as leaked.
 func sortedDump(f *knftables.Fake) string {
-	lines := strings.Split(strings.TrimSpace(f.Dump()), "\n")
+	slotRef := regexp.MustCompile(`numgen random mod (\d+) offset (\d+) map @(\S+)$`)
+	epElem := regexp.MustCompile(`^add element \S+ kube-proxy (` + endpointMapPrefix + `\S+) \{ (\d+) : (.*) \}$`)
+	slots := map[string]string{}
+	var lines, rules []string
+	for _, line := range strings.Split(strings.TrimSpace(f.Dump()), "\n") {
+		if m := epElem.FindStringSubmatch(line); m != nil {
+			slots[m[1]+"/"+m[2]] = m[3]
+			continue
+		}
+		if strings.HasPrefix(line, "add map ") && strings.Contains(line, " "+endpointMapPrefix) {
+			continue
+		}
+		rules = append(rules, line)
+	}
+	for _, line := range rules {
+		if m := slotRef.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			base, _ := strconv.Atoi(m[2])
+			var eps []string
+			for i := range n {
+				key := m[3] + "/" + strconv.Itoa(base+i)
+				ep, ok := slots[key]
+				if !ok {
+					ep = "<missing>"
+				}
+				delete(slots, key)
+				eps = append(eps, strconv.Itoa(i)+" : "+ep)
+			}
+			line = line[:len(line)-len(m[0])] + "numgen random mod " + m[1] + " map { " + strings.Join(eps, " , ") + " }"
+		}
+		lines = append(lines, line)
+	}
+	for key, ep := range slots {
+		lines = append(lines, "leaked endpoint slot "+key+" : "+ep)
+	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n") + "\n"
 }
@@ -64,8 +102,10 @@ func TestPartialSyncTouchesOnlyChanges(t *testing.T) {
 				t.Fatalf("no-op syncs reached the kernel: runs %d->%d lists %d->%d", runs, fake.runs.Load(), lists, fake.lists.Load())
 			}
 
-			// One endpoint removed from svc2: one chain rewritten, nothing listed.
-			svcs[1].eps = svcs[1].eps[:1]
+			// One endpoint of svc2 replaced (a pod restarted elsewhere): only
+			// its endpoint map slot is rewritten; no rule changes, so the
+			// kernel has no ruleset to re-validate. Nothing is listed.
+			svcs[1].eps = []tep{svcs[1].eps[0], {ip: "10.180.9.2", port: 80}}
 			res, err := s.sync(ctx, syncInput{services: models(tf.ip, svcs[1])})
 			if err != nil {
 				t.Fatal(err)
@@ -73,10 +113,28 @@ func TestPartialSyncTouchesOnlyChanges(t *testing.T) {
 			if fake.lists.Load() != lists {
 				t.Errorf("partial sync listed the kernel")
 			}
-			if res.ops != 3 || res.transactions != 1 {
-				t.Errorf("endpoint change: want 3 ops (add, flush, rule) in 1 transaction, got %+v:\n%s", res, fake.LastTransaction)
+			if res.ops != 2 || res.transactions != 1 || strings.Contains(fake.LastTransaction.String(), " rule ") {
+				t.Errorf("endpoint change: want 2 element ops (delete, add) in 1 transaction, got %+v:\n%s", res, fake.LastTransaction)
 			}
 			golden(t, "partial-endpoint-change-"+string(tf.family)+".nft", fake.LastTransaction.String())
+			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+				{name: "replaced endpoint", src: "10.1.2.3", dst: "172.30.0.42", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.2:80", "10.180.9.2:80"}},
+			})
+			if diff := cmp.Diff(fullDump(t, tf, nil, svcs), sortedDump(fake.Fake)); diff != "" {
+				t.Errorf("incremental result differs from a full sync (-full +incremental):\n%s", diff)
+			}
+
+			// One endpoint removed: the chain's one rule is rewritten (the
+			// endpoint count changed) and the freed slot deleted after it.
+			svcs[1].eps = svcs[1].eps[:1]
+			res, err = s.sync(ctx, syncInput{services: models(tf.ip, svcs[1])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ops != 4 || res.transactions != 1 {
+				t.Errorf("endpoint removal: want 4 ops (add, flush, rule, delete element) in 1 transaction, got %+v:\n%s", res, fake.LastTransaction)
+			}
+			golden(t, "partial-endpoint-removal-"+string(tf.family)+".nft", fake.LastTransaction.String())
 			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
 				{name: "updated endpoints", src: "10.1.2.3", dst: "172.30.0.42", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.2:80"}},
 			})

@@ -11,8 +11,9 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy"
 )
 
-// container identifies one of the sets/maps whose elements the proxier owns.
-type container uint8
+// container identifies one of the sets/maps whose elements the proxier owns:
+// the fixed ones, then one per endpoint map shard (see slots.go).
+type container uint16
 
 const (
 	cClusterIPs container = iota
@@ -23,10 +24,14 @@ const (
 	cServiceNodePorts
 	cHairpin
 	cLocalhostReject
-	numContainers
+	// cEndpoints is the first endpoint map (slots.go).
+	cEndpoints
+	numContainers = cEndpoints + numEndpointMaps
 )
 
-var containerNames = [numContainers]string{
+// containerNames names the fixed containers; endpoint maps are named by
+// generation (view.containerName).
+var containerNames = [cEndpoints]string{
 	cClusterIPs:          clusterIPsSet,
 	cServiceIPs:          serviceIPsMap,
 	cFirewallIPs:         firewallIPsMap,
@@ -39,6 +44,8 @@ var containerNames = [numContainers]string{
 
 func (c container) isSet() bool { return c == cClusterIPs || c == cHairpin }
 
+func (c container) isEndpointMap() bool { return c >= cEndpoints }
+
 func (c container) kind() string {
 	if c.isSet() {
 		return "set"
@@ -47,13 +54,14 @@ func (c container) kind() string {
 }
 
 // element builds the knftables object for key/value (both joined with " . ",
-// which is also how nft prints them, so parsing back is unambiguous).
-func (c container) element(key, value string, comment *string) *knftables.Element {
+// which is also how nft prints them, so parsing back is unambiguous) in the
+// container called name.
+func (c container) element(name, key, value string, comment *string) *knftables.Element {
 	e := &knftables.Element{Key: strings.Split(key, " . "), Comment: comment}
 	if c.isSet() {
-		e.Set = containerNames[c]
+		e.Set = name
 	} else {
-		e.Map = containerNames[c]
+		e.Map = name
 		e.Value = strings.Split(value, " . ")
 	}
 	return e
@@ -196,6 +204,8 @@ type serviceRules struct {
 	chains []chainSpec
 	sets   []setSpec
 	elems  []elemSpec
+	// slotChains are the chains holding endpoint map slots.
+	slotChains []string
 
 	noLocalInternal bool
 	noLocalExternal bool

@@ -21,9 +21,12 @@ type generator struct {
 	masqueradeMark string
 	masqueradeRule string
 
-	// ruleBalanceMax is the largest endpoint count balanced with per-endpoint
-	// rules (maxRuleBalancedEndpoints; benchmarks set 0 for upstream's shape).
+	// ruleBalanceMax is the largest endpoint count of an affinity service
+	// balanced with per-endpoint rules (maxRuleBalancedEndpoints).
 	ruleBalanceMax int
+	// inlineMaps balances with an anonymous map per chain instead of the
+	// endpoint maps: upstream's shape, for benchmarks only.
+	inlineMaps bool
 
 	// ifLocal is nil when no local-traffic detector is implemented.
 	ifLocal []string
@@ -37,9 +40,10 @@ var (
 	commentShortCircuitLoc = ptr.To("short-circuit local traffic")
 )
 
-// build computes what m contributes. The order of chains and elements is
-// deterministic so that transactions and dumps are reproducible.
-func (g *generator) build(m *serviceModel) *serviceRules {
+// build computes what m contributes, taking endpoint map slots from slots.
+// The order of chains and elements is deterministic so that transactions and
+// dumps are reproducible.
+func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 	out := &serviceRules{}
 	port := strconv.Itoa(m.port)
 	comment := ptr.To(truncateComment(m.owner))
@@ -66,11 +70,11 @@ func (g *generator) build(m *serviceModel) *serviceRules {
 
 	usesCluster := len(m.clusterEndpoints) > 0 && m.usesClusterEndpoints
 	if usesCluster {
-		out.chains = append(out.chains, chainSpec{name: m.clusterChain, rules: g.endpointRules(m, m.clusterEndpoints)})
+		out.chains = append(out.chains, chainSpec{name: m.clusterChain, rules: g.endpointRules(m, m.clusterChain, m.clusterEndpoints, slots, out)})
 	}
 	usesLocal := len(m.localEndpoints) > 0 && m.usesLocalEndpoints
 	if usesLocal {
-		out.chains = append(out.chains, chainSpec{name: m.localChain, rules: g.endpointRules(m, m.localEndpoints)})
+		out.chains = append(out.chains, chainSpec{name: m.localChain, rules: g.endpointRules(m, m.localChain, m.localEndpoints, slots, out)})
 	}
 
 	internalChain := m.clusterChain
@@ -201,35 +205,45 @@ func (g *generator) build(m *serviceModel) *serviceRules {
 	return out
 }
 
-// maxRuleBalancedEndpoints is the largest endpoint count balanced with one
-// rule per endpoint; above it a single numgen map rule is used (upstream's
-// only form).
+// slotSource hands out endpoint map slots (the view, within the current
+// generation).
+type slotSource interface {
+	reserveSlots(chain, protocol string, n int) (mapName string, c container, base uint32)
+}
+
+// maxRuleBalancedEndpoints is the largest endpoint count of a service with
+// session affinity balanced with one rule per endpoint; above it a single
+// numgen vmap rule is used (upstream's only form).
 //
-// Why rules: each numgen map is an anonymous set, and the kernel finds sets
-// by walking the table's set list, so loading N services with maps costs
-// O(N^2) in the kernel (measured: 10k services x 10 endpoints, 36 s of
-// kernel CPU for maps vs 2.5 s for rules). Rule i matches with probability
-// 1/(n-i) given the earlier ones did not, so every endpoint is picked with
-// probability 1/n, exactly like the map.
+// Why rules: each numgen vmap is an anonymous set, and the kernel finds sets
+// by walking the table's set list, so loading N of them costs O(N^2) in the
+// kernel. Rule i matches with probability 1/(n-i) given the earlier ones did
+// not, so every endpoint is picked with probability 1/n, exactly like the map.
 const maxRuleBalancedEndpoints = 64
 
-// endpointRules writes the load-balancing rules of a policy chain.
-func (g *generator) endpointRules(m *serviceModel, eps []*endpointModel) []ruleSpec {
+// endpointRules writes the load-balancing rules of policy chain and, without
+// session affinity, the endpoint map elements they read (into out).
+func (g *generator) endpointRules(m *serviceModel, chain string, eps []*endpointModel, slots slotSource, out *serviceRules) []ruleSpec {
 	n := len(eps)
+	if !m.affinity {
+		if g.inlineMaps {
+			return []ruleSpec{{rule: g.inlineMapRule(m, eps)}}
+		}
+		mapName, c, base := slots.reserveSlots(chain, m.protocol, n)
+		out.slotChains = append(out.slotChains, chain)
+		for i, ep := range eps {
+			out.elems = append(out.elems, elemSpec{c: c, key: strconv.FormatUint(uint64(base)+uint64(i), 10), value: ep.ip + " . " + strconv.Itoa(ep.port)})
+		}
+		return []ruleSpec{{rule: "meta l4proto " + m.protocol + " dnat " + g.ipX + " addr . port to numgen random mod " +
+			strconv.Itoa(n) + " offset " + strconv.FormatUint(uint64(base), 10) + " map @" + mapName}}
+	}
 	if n <= g.ruleBalanceMax || n == 1 {
 		rules := make([]ruleSpec, 0, 2*n)
-		if m.affinity {
-			for _, ep := range eps {
-				rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
-			}
+		for _, ep := range eps {
+			rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
 		}
 		for i, ep := range eps {
-			var rule string
-			if m.affinity {
-				rule = "goto " + ep.chain()
-			} else {
-				rule = "meta l4proto " + m.protocol + " dnat to " + ep.endpoint
-			}
+			rule := "goto " + ep.chain()
 			if k := n - i; k > 1 {
 				rule = "numgen random mod " + strconv.Itoa(k) + " 0 " + rule
 			}
@@ -237,28 +251,31 @@ func (g *generator) endpointRules(m *serviceModel, eps []*endpointModel) []ruleS
 		}
 		return rules
 	}
-	if m.affinity {
-		rules := make([]ruleSpec, 0, n+1)
-		var vmap strings.Builder
-		for i, ep := range eps {
-			rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
-			if i > 0 {
-				vmap.WriteString(" , ")
-			}
-			vmap.WriteString(strconv.Itoa(i))
-			vmap.WriteString(" : goto ")
-			vmap.WriteString(ep.chain())
+	rules := make([]ruleSpec, 0, n+1)
+	var vmap strings.Builder
+	for i, ep := range eps {
+		rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
+		if i > 0 {
+			vmap.WriteString(" , ")
 		}
-		rules = append(rules, ruleSpec{rule: "numgen random mod " + strconv.Itoa(n) + " vmap { " + vmap.String() + " }"})
-		return rules
+		vmap.WriteString(strconv.Itoa(i))
+		vmap.WriteString(" : goto ")
+		vmap.WriteString(ep.chain())
 	}
+	rules = append(rules, ruleSpec{rule: "numgen random mod " + strconv.Itoa(n) + " vmap { " + vmap.String() + " }"})
+	return rules
+}
+
+// inlineMapRule is upstream's form of load balancing, one anonymous map per
+// chain; only benchmarks comparing the two shapes use it.
+func (g *generator) inlineMapRule(m *serviceModel, eps []*endpointModel) string {
 	var b strings.Builder
 	b.WriteString("meta l4proto ")
 	b.WriteString(m.protocol)
 	b.WriteString(" dnat ")
 	b.WriteString(g.ipX)
 	b.WriteString(" addr . port to numgen random mod ")
-	b.WriteString(strconv.Itoa(n))
+	b.WriteString(strconv.Itoa(len(eps)))
 	b.WriteString(" map { ")
 	for i, ep := range eps {
 		if i > 0 {
@@ -271,5 +288,5 @@ func (g *generator) endpointRules(m *serviceModel, eps []*endpointModel) []ruleS
 		b.WriteString(strconv.Itoa(ep.port))
 	}
 	b.WriteString(" }")
-	return []ruleSpec{{rule: b.String()}}
+	return b.String()
 }

@@ -101,7 +101,7 @@ func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *s
 		ipX:                    ipX,
 		addrType:               addrType,
 		gen:                    g,
-		view:                   newView(addrType),
+		view:                   newView(ipX, addrType),
 		masqueradeAll:          cfg.masqueradeAll,
 		localDetector:          cfg.localDetector,
 		nodePortAddresses:      cfg.nodePortAddresses,
@@ -150,7 +150,7 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		p.endUnit()
 	}
 	for _, m := range in.services {
-		s.view.setOwner(m.owner, s.gen.build(m))
+		s.view.setOwner(m.owner, s.gen.build(m, s.view))
 	}
 	for _, owner := range in.removed {
 		s.view.setOwner(owner, nil)

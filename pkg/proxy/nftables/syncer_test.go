@@ -152,17 +152,18 @@ func TestNodePortAddressesAll(t *testing.T) {
 	}
 }
 
-// Above maxRuleBalancedEndpoints a single numgen map balances; both forms
-// must reach every endpoint, with and without affinity.
+// With session affinity, above maxRuleBalancedEndpoints a single numgen vmap
+// balances; without, one endpoint map rule does at any size. Every form must
+// reach every endpoint.
 func TestManyEndpoints(t *testing.T) {
 	for _, tf := range families {
 		t.Run(string(tf.family), func(t *testing.T) {
-			for _, n := range []int{maxRuleBalancedEndpoints, maxRuleBalancedEndpoints + 1} {
+			for _, n := range []int{maxRuleBalancedEndpoints, maxRuleBalancedEndpoints + 1, 300} {
 				for _, affinity := range []int{0, 60} {
 					sv := tsvc{ns: "big", name: "big", portName: "p", clusterIP: "172.30.0.90", port: 80, affinitySeconds: affinity}
 					var want []string
 					for i := range n {
-						a := "10.180.9." + itoa(i+1)
+						a := "10.180." + itoa(9+i/250) + "." + itoa(i%250+1)
 						sv.eps = append(sv.eps, tep{ip: a, port: 80})
 						want = append(want, a+":80")
 					}
@@ -170,9 +171,14 @@ func TestManyEndpoints(t *testing.T) {
 					if _, err := s.sync(context.Background(), syncInput{full: true, services: models(tf.ip, sv)}); err != nil {
 						t.Fatal(err)
 					}
-					usesMap := strings.Contains(fake.Dump(), "map {")
-					if usesMap != (n > maxRuleBalancedEndpoints) {
-						t.Errorf("n=%d: map form used=%v", n, usesMap)
+					dump := fake.Dump()
+					usesVmap := strings.Contains(dump, "vmap {")
+					if usesVmap != (affinity > 0 && n > maxRuleBalancedEndpoints) {
+						t.Errorf("n=%d affinity=%d: vmap form used=%v", n, affinity, usesVmap)
+					}
+					usesEndpointMap := strings.Contains(dump, "map @"+endpointMapPrefix)
+					if usesEndpointMap != (affinity == 0) {
+						t.Errorf("n=%d affinity=%d: endpoint map used=%v", n, affinity, usesEndpointMap)
 					}
 					runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
 						{name: "n=" + itoa(n) + " affinity=" + itoa(affinity), src: "10.1.2.3", dst: "172.30.0.90", port: 80, verdict: "ACCEPT", dnat: want},

@@ -315,17 +315,38 @@ func (tr *tracer) runRule(pkt packet, rule *knftables.Rule, st pktState, depth i
 		case p.peek("dnat", "ip", "addr") || p.peek("dnat", "ip6", "addr"):
 			p.next(3)
 			p.expect(".", "port", "to", "numgen", "random", "mod")
-			p.next(1)
-			p.expect("map", "{")
+			n, _ := strconv.Atoi(p.nextTok())
+			offset := 0
+			if p.accept("offset") {
+				offset, _ = strconv.Atoi(p.nextTok())
+			}
+			p.expect("map")
 			var outs []outcome
+			dnatTo := func(ip, port string) {
+				s2 := st
+				s2.dport, _ = strconv.Atoi(port)
+				s2.dst, s2.dnated = netip.MustParseAddr(ip), true
+				outs = append(outs, outcome{verdict: "accept", st: s2})
+			}
+			if name, ok := strings.CutPrefix(p.nextTok(), "@"); ok {
+				// A named endpoint map: every slot the numgen can pick must
+				// hold an endpoint; a missing one would make the kernel's
+				// lookup fail and the packet go on un-NATed.
+				for slot := offset; slot < offset+n; slot++ {
+					v := strings.Fields(tr.mapLookup(name, []string{strconv.Itoa(slot)}))
+					if len(v) != 2 {
+						outs = append(outs, outcome{st: st})
+						continue
+					}
+					dnatTo(v[0], v[1])
+				}
+				return outs, true
+			}
 			for {
 				p.next(2) // "N :"
 				ip := p.nextTok()
 				p.expect(".")
-				port, _ := strconv.Atoi(p.nextTok())
-				s2 := st
-				s2.dst, s2.dport, s2.dnated = netip.MustParseAddr(ip), port, true
-				outs = append(outs, outcome{verdict: "accept", st: s2})
+				dnatTo(ip, p.nextTok())
 				if p.accept("}") {
 					break
 				}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 )
 
@@ -33,6 +34,15 @@ type claim struct {
 // full syncs (startup, periodic, after an error).
 type view struct {
 	addrType string // element type of affinity sets
+	ipX      string // "ip" or "ip6"
+
+	// Endpoint maps (slots.go): the current generation, its slot
+	// assignments, which of its shards exist in the kernel, and the maps of
+	// older generations to delete once nothing refers to them.
+	epGen      int
+	slots      *slotAllocator
+	epMapsHave [numEndpointMaps]bool
+	retired    []string
 
 	// believed kernel state
 	haveElems  [numContainers]map[string]string
@@ -54,9 +64,11 @@ type view struct {
 
 const unknownTimeout = time.Duration(-1)
 
-func newView(addrType string) *view {
+func newView(ipX, addrType string) *view {
 	v := &view{
 		addrType:      addrType,
+		ipX:           ipX,
+		slots:         newSlotAllocator(),
 		haveChains:    map[string]*chainSpec{},
 		haveSets:      map[string]time.Duration{},
 		stale:         map[string]time.Time{},
@@ -74,9 +86,64 @@ func newView(addrType string) *view {
 	return v
 }
 
+// containerName is the name of c's set or map in the kernel.
+func (v *view) containerName(c container) string {
+	if c.isEndpointMap() {
+		return endpointMapName(v.epGen, int(c-cEndpoints))
+	}
+	return containerNames[c]
+}
+
+func (v *view) element(c container, key, value string, comment *string) *knftables.Element {
+	return c.element(v.containerName(c), key, value, comment)
+}
+
+// reserveSlots implements slotSource.
+func (v *view) reserveSlots(chain, protocol string, n int) (string, container, uint32) {
+	r := v.slots.reserve(chain, protocol, n)
+	return endpointMapName(v.epGen, r.m), cEndpoints + container(r.m), r.base
+}
+
+// newGeneration starts a new endpoint map generation, numbered so that it
+// clashes with none of the existing maps, which are retired. existing is what
+// the kernel listed; when the listing failed (listed false), the maps this
+// process believes it created are retired instead.
+func (v *view) newGeneration(existing []string, listed bool) {
+	used := map[int]bool{}
+	v.retired = v.retired[:0]
+	for _, name := range existing {
+		if g := endpointMapGeneration(name); g >= 0 {
+			used[g] = true
+			v.retired = append(v.retired, name)
+		}
+	}
+	for i, have := range v.epMapsHave {
+		if have && !listed {
+			used[v.epGen] = true
+			v.retired = append(v.retired, endpointMapName(v.epGen, i))
+		}
+	}
+	slices.Sort(v.retired)
+	gen := 0
+	for used[gen] {
+		gen++
+	}
+	v.epGen = gen
+	v.slots = newSlotAllocator()
+	v.epMapsHave = [numEndpointMaps]bool{}
+	for c := cEndpoints; c < numContainers; c++ {
+		clear(v.haveElems[c])
+	}
+}
+
 // setOwner replaces everything owner contributes with r (nil removes it).
 func (v *view) setOwner(owner string, r *serviceRules) {
 	if old := v.owners[owner]; old != nil {
+		for _, chain := range old.slotChains {
+			if r == nil || !slices.Contains(r.slotChains, chain) {
+				v.slots.release(chain)
+			}
+		}
 		for i := range old.chains {
 			name := old.chains[i].name
 			if cur := v.wantChains[name]; cur == &old.chains[i] {
@@ -208,7 +275,13 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 		}
 	}
 
-	for c := range numContainers {
+	maps, err := nft.List(ctx, "maps")
+	if err != nil && !isNotFound(err) {
+		logger.Error(err, "Failed to list nftables maps; deleting the endpoint maps known to exist")
+	}
+	v.newGeneration(maps, err == nil || isNotFound(err))
+
+	for c := range cEndpoints {
 		clear(v.haveElems[c])
 		if !enabled[c] {
 			continue
@@ -286,11 +359,13 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // pending records what the believed state becomes once the plan is applied.
 type pending struct {
-	elems  []pendingElem
-	chains []*chainSpec // chain written (or flushed: empty rules)
-	sets   []setSpec
-	delSet []string
-	stale  []string
+	elems   []pendingElem
+	chains  []*chainSpec // chain written (or flushed: empty rules)
+	sets    []setSpec
+	delSet  []string
+	stale   []string
+	epMaps  []int // endpoint maps created
+	retired int   // how many of view.retired were deleted
 }
 
 type pendingElem struct {
@@ -302,11 +377,43 @@ type pendingElem struct {
 
 // diff appends to p the operations that turn the believed state into the
 // desired one for everything touched since the last diff, in an order that is
-// safe to cut between units: affinity sets, then chains, then element
-// additions and changes, then removals (elements before the chains and sets
-// they reference).
+// safe to cut between units: affinity sets and endpoint map data, then
+// chains, then element additions and changes, then removals (elements before
+// the chains and sets they reference), and last the retired endpoint maps.
 func (v *view) diff(p *plan) *pending {
 	pend := &pending{}
+
+	// Endpoint slots are written before the chains that read them; slots a
+	// chain stopped using are removed after it was rewritten.
+	for c := cEndpoints; c < numContainers; c++ {
+		keys := sortedKeys(v.touchedElems[c])
+		for _, key := range keys {
+			want := v.wantElems[c][key]
+			if want == nil {
+				continue
+			}
+			have, exists := v.haveElems[c][key]
+			if exists && have == want.value {
+				continue
+			}
+			i := int(c - cEndpoints)
+			if !v.epMapsHave[i] && !slices.Contains(pend.epMaps, i) {
+				p.add(&knftables.Map{
+					Name:    v.containerName(c),
+					TypeOf:  endpointMapTypeOf(v.ipX, i),
+					Comment: ptr.To("service endpoints by slot (see the rules using it)"),
+				})
+				p.endUnit()
+				pend.epMaps = append(pend.epMaps, i)
+			}
+			if exists {
+				p.delete(v.element(c, key, "", nil))
+			}
+			p.add(v.element(c, key, want.value, want.comment))
+			p.endUnit()
+			pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
+		}
+	}
 
 	touchedSets := sortedKeys(v.touchedSets)
 	for _, name := range touchedSets {
@@ -365,21 +472,21 @@ func (v *view) diff(p *plan) *pending {
 			switch {
 			case want == nil && exists:
 				removals = append(removals, pendingElem{c: c, key: key, del: true})
-			case want == nil:
+			case want == nil, c.isEndpointMap():
 			case !exists:
-				p.add(c.element(key, want.value, want.comment))
+				p.add(v.element(c, key, want.value, want.comment))
 				p.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			case have != want.value:
-				p.delete(c.element(key, "", nil))
-				p.add(c.element(key, want.value, want.comment))
+				p.delete(v.element(c, key, "", nil))
+				p.add(v.element(c, key, want.value, want.comment))
 				p.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			}
 		}
 	}
 	for _, r := range removals {
-		p.delete(r.c.element(r.key, "", nil))
+		p.delete(v.element(r.c, r.key, "", nil))
 		p.endUnit()
 	}
 	pend.elems = append(pend.elems, removals...)
@@ -409,6 +516,14 @@ func (v *view) diff(p *plan) *pending {
 			pend.delSet = append(pend.delSet, name)
 		}
 	}
+
+	// Every chain that could refer to a retired map has been rewritten or
+	// flushed above (a full sync rewrites all of them).
+	for _, name := range v.retired {
+		p.delete(&knftables.Map{Name: name})
+		p.endUnit()
+	}
+	pend.retired = len(v.retired)
 
 	clear(v.touchedChains)
 	clear(v.touchedSets)
@@ -443,6 +558,11 @@ func (v *view) commit(pend *pending, now time.Time) {
 	for _, name := range pend.delSet {
 		delete(v.haveSets, name)
 	}
+	for _, i := range pend.epMaps {
+		v.epMapsHave[i] = true
+	}
+	v.retired = v.retired[pend.retired:]
+	v.slots.commit()
 }
 
 // invalidate drops trust in the believed kernel state after a failed
