@@ -1,7 +1,12 @@
 package nftables
 
 import (
+	"context"
+	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/knftables"
 )
 
 func TestEndpointMapNames(t *testing.T) {
@@ -124,24 +129,108 @@ func TestSlotAllocator(t *testing.T) {
 	}
 }
 
-// Freed ranges are reused: churn does not grow the slot space.
+// Freed ranges are reused: under churn, a map's slot space stays within what
+// its peak number of live ranges needs.
 func TestSlotAllocatorReusesRanges(t *testing.T) {
 	a := newSlotAllocator()
+	live := map[int]uint32{}
+	peak := map[int]uint32{}
 	for round := range 100 {
 		for i := range 50 {
-			a.reserve("chain-"+itoa(round)+"-"+itoa(i), "tcp", 10)
+			r := a.reserve("chain-"+itoa(round)+"-"+itoa(i), "tcp", 10)
+			live[r.m]++
+			peak[r.m] = max(peak[r.m], live[r.m])
 		}
 		a.commit()
 		for i := range 50 {
-			a.release("chain-" + itoa(round) + "-" + itoa(i))
+			name := "chain-" + itoa(round) + "-" + itoa(i)
+			live[a.ranges[name].m]--
+			a.release(name)
 		}
 		a.commit()
 	}
-	var total uint32
-	for _, n := range a.next {
-		total += n
+	for m, n := range a.next {
+		if n > peak[m]*16 {
+			t.Errorf("map %d grew to %d slots; at most %d ranges of 16 were live at once", m, n, peak[m])
+		}
 	}
-	if total > 2*50*16 {
-		t.Errorf("slot space grew to %d slots for 50 live chains of 16", total)
+}
+
+// runHookNFT calls after once each transaction has been applied.
+type runHookNFT struct {
+	*countingNFT
+	after func()
+}
+
+func (r *runHookNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	if err := r.countingNFT.Run(ctx, tx); err != nil {
+		return err
+	}
+	r.after()
+	return nil
+}
+
+// TestRestartNeverMisroutes restarts kube-proxy over an existing table: the
+// new process assigns endpoint slots differently (here: the services come in
+// the opposite order) and applies its first full sync in many small
+// transactions. After every one of them, traffic to each Service must go to
+// that Service's own endpoints and nowhere else; at the end, no map of the
+// old generation is left and the table means what a fresh sync produces.
+func TestRestartNeverMisroutes(t *testing.T) {
+	tf := families[0]
+	ctx := context.Background()
+	var svcs []tsvc
+	for i := range 300 {
+		sv := tsvc{ns: "ns", name: "s" + itoa(i), portName: "p", clusterIP: "172.30." + itoa(1+i/250) + "." + itoa(i%250+1), port: 80}
+		for j := range 1 + i%3 {
+			sv.eps = append(sv.eps, tep{ip: "10.180." + itoa(i/100) + "." + itoa((i%100)*2+j+1), port: 8000 + i})
+		}
+		svcs = append(svcs, sv)
+	}
+	reversed := slices.Clone(svcs)
+	slices.Reverse(reversed)
+
+	old, fake := newTestSyncer(t, tf, nil)
+	if _, err := old.sync(ctx, syncInput{full: true, services: models(tf.ip, svcs...)}); err != nil {
+		t.Fatal(err)
+	}
+	oldMaps, _ := fake.List(ctx, "maps")
+
+	restarted, _ := newTestSyncer(t, tf, func(c *syncerConfig) { c.maxOps = 40 })
+	checks := 0
+	restarted.nft = &runHookNFT{countingNFT: fake, after: func() {
+		checks++
+		tr := newTracer(t, fake.Fake, tf.nodeIP)
+		for _, sv := range svcs {
+			got := tr.trace(packet{src: "10.1.2.3", dst: sv.clusterIP, proto: "tcp", dport: sv.port})
+			for _, d := range got.dnat {
+				ok := false
+				for _, ep := range sv.eps {
+					ok = ok || d == ep.ip+":"+itoa(ep.port)
+				}
+				if !ok {
+					t.Fatalf("after transaction %d, %s/%s was sent to %s: %v", checks, sv.ns, sv.name, d, got)
+				}
+			}
+		}
+	}}
+	res, err := restarted.sync(ctx, syncInput{full: true, services: models(tf.ip, reversed...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.transactions < 20 {
+		t.Fatalf("want the restart sync cut into many transactions, got %+v", res)
+	}
+	if restarted.view.epGen == old.view.epGen {
+		t.Errorf("restart reused endpoint map generation %d", old.view.epGen)
+	}
+	maps, _ := fake.List(ctx, "maps")
+	for _, name := range oldMaps {
+		if endpointMapGeneration(name) >= 0 && slices.Contains(maps, name) {
+			t.Errorf("old endpoint map %s was not deleted", name)
+		}
+	}
+	if diff := cmp.Diff(fullDump(t, tf, nil, svcs), sortedDump(fake.Fake)); diff != "" {
+		t.Errorf("after the restart the table differs from a fresh sync (-fresh +restarted):\n%s", diff)
 	}
 }
