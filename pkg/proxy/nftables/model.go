@@ -11,9 +11,9 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy"
 )
 
-// container identifies one of the sets/maps whose elements the proxier owns:
-// the fixed ones, then one per endpoint map shard (see slots.go).
-type container uint16
+// container identifies one of the sets/maps whose elements the proxier owns
+// (endpoint maps are kept apart, see slots.go).
+type container uint8
 
 const (
 	cClusterIPs container = iota
@@ -24,14 +24,10 @@ const (
 	cServiceNodePorts
 	cHairpin
 	cLocalhostReject
-	// cEndpoints is the first endpoint map (slots.go).
-	cEndpoints
-	numContainers = cEndpoints + numEndpointMaps
+	numContainers
 )
 
-// containerNames names the fixed containers; endpoint maps are named by
-// generation (view.containerName).
-var containerNames = [cEndpoints]string{
+var containerNames = [numContainers]string{
 	cClusterIPs:          clusterIPsSet,
 	cServiceIPs:          serviceIPsMap,
 	cFirewallIPs:         firewallIPsMap,
@@ -44,8 +40,6 @@ var containerNames = [cEndpoints]string{
 
 func (c container) isSet() bool { return c == cClusterIPs || c == cHairpin }
 
-func (c container) isEndpointMap() bool { return c >= cEndpoints }
-
 func (c container) kind() string {
 	if c.isSet() {
 		return "set"
@@ -54,14 +48,13 @@ func (c container) kind() string {
 }
 
 // element builds the knftables object for key/value (both joined with " . ",
-// which is also how nft prints them, so parsing back is unambiguous) in the
-// container called name.
-func (c container) element(name, key, value string, comment *string) *knftables.Element {
+// which is also how nft prints them, so parsing back is unambiguous).
+func (c container) element(key, value string, comment *string) *knftables.Element {
 	e := &knftables.Element{Key: strings.Split(key, " . "), Comment: comment}
 	if c.isSet() {
-		e.Set = name
+		e.Set = containerNames[c]
 	} else {
-		e.Map = name
+		e.Map = containerNames[c]
 		e.Value = strings.Split(value, " . ")
 	}
 	return e
@@ -204,8 +197,8 @@ type serviceRules struct {
 	chains []chainSpec
 	sets   []setSpec
 	elems  []elemSpec
-	// slotChains are the chains holding endpoint map slots.
-	slotChains []string
+	// slots are the endpoint map ranges of the policy chains.
+	slots []slotSpec
 
 	noLocalInternal bool
 	noLocalExternal bool

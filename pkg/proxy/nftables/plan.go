@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"sigs.k8s.io/knftables"
 )
@@ -16,9 +18,32 @@ const (
 	opDelete
 )
 
+// op is one nft operation, or a batch of endpoint map element operations
+// (obj is then a *slotBatch) that is expanded only when its transaction is
+// built: a cold start writes one element per endpoint, and holding a
+// knftables.Element for each of them at once would dominate the peak memory.
 type op struct {
 	verb opVerb
-	obj  knftables.Object
+	obj  any // knftables.Object or *slotBatch
+}
+
+// slotBatch adds (values set) or deletes (values nil) the elements of slots
+// base+from .. base+to-1 of endpoint map name.
+type slotBatch struct {
+	name     string
+	base     uint32
+	from, to int
+	values   []string // "ip . port" per slot, indexed from base
+}
+
+func (b *slotBatch) elements(yield func(*knftables.Element)) {
+	for i := b.from; i < b.to; i++ {
+		e := &knftables.Element{Map: b.name, Key: []string{strconv.FormatUint(uint64(b.base)+uint64(i), 10)}}
+		if b.values != nil {
+			e.Value = strings.Split(b.values[i], " . ")
+		}
+		yield(e)
+	}
 }
 
 // plan is an ordered list of nft operations grouped into units. A unit is the
@@ -26,20 +51,44 @@ type op struct {
 // add its rules", or "delete element; re-add it with a new value"). Units are
 // packed into transactions of bounded size, so that a cold start with tens of
 // thousands of objects never holds the nftables lock for a long time, while a
-// small sync is still one atomic transaction.
+// small sync is still one atomic transaction. Sizes count expanded operations.
 type plan struct {
-	ops      []op
-	unitEnds []int
+	ops       []op
+	size      int
+	unitEnds  []int // op index after each unit
+	unitSizes []int
+	unitStart int // size at the start of the open unit
 }
 
-func (p *plan) add(obj knftables.Object)    { p.ops = append(p.ops, op{opAdd, obj}) }
-func (p *plan) flush(obj knftables.Object)  { p.ops = append(p.ops, op{opFlush, obj}) }
-func (p *plan) delete(obj knftables.Object) { p.ops = append(p.ops, op{opDelete, obj}) }
+func (p *plan) add(obj knftables.Object)    { p.push(op{opAdd, obj}, 1) }
+func (p *plan) flush(obj knftables.Object)  { p.push(op{opFlush, obj}, 1) }
+func (p *plan) delete(obj knftables.Object) { p.push(op{opDelete, obj}, 1) }
+
+// addSlots adds the elements of slots from..to-1 of a range holding values.
+func (p *plan) addSlots(name string, base uint32, values []string, from, to int) {
+	if from < to {
+		p.push(op{opAdd, &slotBatch{name: name, base: base, from: from, to: to, values: values}}, to-from)
+	}
+}
+
+// deleteSlots deletes the elements of slots from..to-1 of a range.
+func (p *plan) deleteSlots(name string, base uint32, from, to int) {
+	if from < to {
+		p.push(op{opDelete, &slotBatch{name: name, base: base, from: from, to: to}}, to-from)
+	}
+}
+
+func (p *plan) push(o op, n int) {
+	p.ops = append(p.ops, o)
+	p.size += n
+}
 
 // endUnit closes the current unit; a no-op when the unit is empty.
 func (p *plan) endUnit() {
 	if n := len(p.unitEnds); (n == 0 && len(p.ops) > 0) || (n > 0 && p.unitEnds[n-1] < len(p.ops)) {
 		p.unitEnds = append(p.unitEnds, len(p.ops))
+		p.unitSizes = append(p.unitSizes, p.size-p.unitStart)
+		p.unitStart = p.size
 	}
 }
 
@@ -56,8 +105,8 @@ func (p *plan) chunkEnds(maxOps int) []int {
 	}
 	var ends []int
 	n, start := 0, 0
-	for _, end := range p.unitEnds {
-		size := end - start
+	for u, end := range p.unitEnds {
+		size := p.unitSizes[u]
 		if maxOps > 0 && n > 0 && n+size > maxOps {
 			ends = append(ends, start)
 			n = 0
@@ -79,13 +128,20 @@ func (p *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, t
 		tx := nft.NewTransaction()
 		for j := start; j < end; j++ {
 			o := p.ops[j]
-			switch o.verb {
-			case opAdd:
-				tx.Add(o.obj)
-			case opFlush:
-				tx.Flush(o.obj)
-			case opDelete:
-				tx.Delete(o.obj)
+			apply := func(obj knftables.Object) {
+				switch o.verb {
+				case opAdd:
+					tx.Add(obj)
+				case opFlush:
+					tx.Flush(obj)
+				case opDelete:
+					tx.Delete(obj)
+				}
+			}
+			if b, ok := o.obj.(*slotBatch); ok {
+				b.elements(func(e *knftables.Element) { apply(e) })
+			} else {
+				apply(o.obj.(knftables.Object))
 			}
 			p.ops[j] = op{}
 		}

@@ -208,7 +208,7 @@ func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 // slotSource hands out endpoint map slots (the view, within the current
 // generation).
 type slotSource interface {
-	reserveSlots(chain, protocol string, n int) (mapName string, c container, base uint32)
+	reserveSlots(chain, protocol string, n int) (mapName string, m int, base uint32)
 }
 
 // maxRuleBalancedEndpoints is the largest endpoint count of a service with
@@ -229,11 +229,12 @@ func (g *generator) endpointRules(m *serviceModel, chain string, eps []*endpoint
 		if g.inlineMaps {
 			return []ruleSpec{{rule: g.inlineMapRule(m, eps)}}
 		}
-		mapName, c, base := slots.reserveSlots(chain, m.protocol, n)
-		out.slotChains = append(out.slotChains, chain)
+		mapName, mi, base := slots.reserveSlots(chain, m.protocol, n)
+		values := make([]string, n)
 		for i, ep := range eps {
-			out.elems = append(out.elems, elemSpec{c: c, key: strconv.FormatUint(uint64(base)+uint64(i), 10), value: ep.ip + " . " + strconv.Itoa(ep.port)})
+			values[i] = ep.ip + " . " + strconv.Itoa(ep.port)
 		}
+		out.slots = append(out.slots, slotSpec{chain: chain, m: mi, base: base, values: values})
 		return []ruleSpec{{rule: "meta l4proto " + m.protocol + " dnat " + g.ipX + " addr . port to numgen random mod " +
 			strconv.Itoa(n) + " offset " + strconv.FormatUint(uint64(base), 10) + " map @" + mapName}}
 	}

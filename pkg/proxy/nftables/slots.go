@@ -164,3 +164,13 @@ func (a *slotAllocator) commit() {
 	}
 	a.released = a.released[:0]
 }
+
+// slotSpec is a policy chain's endpoint map range and what its slots hold.
+// Once built it is never modified: the view keeps the applied one as its
+// belief of the kernel's content.
+type slotSpec struct {
+	chain  string
+	m      int // endpoint map index
+	base   uint32
+	values []string // "ip . port" of slot base+i
+}

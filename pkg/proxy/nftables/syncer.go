@@ -159,14 +159,14 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	if p.empty() {
 		return syncResult{}, nil
 	}
-	res := syncResult{ops: len(p.ops)}
+	res := syncResult{ops: p.size}
 	// A large full sync (cold start) leaves much garbage behind by now: the
 	// trackers' rebuilt maps, the models, the replaced rules. Without a
 	// collection here, rendering the transactions piles on top of it, and
 	// the process peak grows with it (at 10k Services × 10 endpoints a
 	// collection here cuts the real-kernel peak RSS from ~222 to ~209 MiB);
 	// its cost is small next to such a sync and partial syncs never pay it.
-	if in.full && s.maxOps > 0 && len(p.ops) > s.maxOps {
+	if in.full && s.maxOps > 0 && p.size > s.maxOps {
 		runtime.GC()
 	}
 	klogV9 := s.logger.V(9)

@@ -37,12 +37,16 @@ type view struct {
 	ipX      string // "ip" or "ip6"
 
 	// Endpoint maps (slots.go): the current generation, its slot
-	// assignments, which of its shards exist in the kernel, and the maps of
-	// older generations to delete once nothing refers to them.
-	epGen      int
-	slots      *slotAllocator
-	epMapsHave [numEndpointMaps]bool
-	retired    []string
+	// assignments, which of its maps exist in the kernel, what the kernel
+	// holds per policy chain, what we want there, and the maps of older
+	// generations to delete once nothing refers to them.
+	epGen        int
+	slots        *slotAllocator
+	epMapsHave   [numEndpointMaps]bool
+	haveSlots    map[string]*slotSpec
+	wantSlots    map[string]*slotSpec
+	touchedSlots map[string]struct{}
+	retired      []string
 
 	// believed kernel state
 	haveElems  [numContainers]map[string]string
@@ -69,6 +73,9 @@ func newView(ipX, addrType string) *view {
 		addrType:      addrType,
 		ipX:           ipX,
 		slots:         newSlotAllocator(),
+		haveSlots:     map[string]*slotSpec{},
+		wantSlots:     map[string]*slotSpec{},
+		touchedSlots:  map[string]struct{}{},
 		haveChains:    map[string]*chainSpec{},
 		haveSets:      map[string]time.Duration{},
 		stale:         map[string]time.Time{},
@@ -86,22 +93,10 @@ func newView(ipX, addrType string) *view {
 	return v
 }
 
-// containerName is the name of c's set or map in the kernel.
-func (v *view) containerName(c container) string {
-	if c.isEndpointMap() {
-		return endpointMapName(v.epGen, int(c-cEndpoints))
-	}
-	return containerNames[c]
-}
-
-func (v *view) element(c container, key, value string, comment *string) *knftables.Element {
-	return c.element(v.containerName(c), key, value, comment)
-}
-
 // reserveSlots implements slotSource.
-func (v *view) reserveSlots(chain, protocol string, n int) (string, container, uint32) {
+func (v *view) reserveSlots(chain, protocol string, n int) (string, int, uint32) {
 	r := v.slots.reserve(chain, protocol, n)
-	return endpointMapName(v.epGen, r.m), cEndpoints + container(r.m), r.base
+	return endpointMapName(v.epGen, r.m), r.m, r.base
 }
 
 // newGeneration starts a new endpoint map generation, numbered so that it
@@ -131,16 +126,19 @@ func (v *view) newGeneration(existing []string, listed bool) {
 	v.epGen = gen
 	v.slots = newSlotAllocator()
 	v.epMapsHave = [numEndpointMaps]bool{}
-	for c := cEndpoints; c < numContainers; c++ {
-		clear(v.haveElems[c])
-	}
+	clear(v.haveSlots)
 }
 
 // setOwner replaces everything owner contributes with r (nil removes it).
 func (v *view) setOwner(owner string, r *serviceRules) {
 	if old := v.owners[owner]; old != nil {
-		for _, chain := range old.slotChains {
-			if r == nil || !slices.Contains(r.slotChains, chain) {
+		for i := range old.slots {
+			chain := old.slots[i].chain
+			if v.wantSlots[chain] == &old.slots[i] {
+				delete(v.wantSlots, chain)
+			}
+			v.touchedSlots[chain] = struct{}{}
+			if r == nil || !slices.ContainsFunc(r.slots, func(s slotSpec) bool { return s.chain == chain }) {
 				v.slots.release(chain)
 			}
 		}
@@ -174,6 +172,10 @@ func (v *view) setOwner(owner string, r *serviceRules) {
 	}
 	for _, e := range r.elems {
 		v.claim(owner, e)
+	}
+	for i := range r.slots {
+		v.wantSlots[r.slots[i].chain] = &r.slots[i]
+		v.touchedSlots[r.slots[i].chain] = struct{}{}
 	}
 }
 
@@ -224,6 +226,7 @@ func (v *view) resetDesired() {
 	clear(v.owners)
 	clear(v.wantChains)
 	clear(v.wantSets)
+	clear(v.wantSlots)
 	for c := range numContainers {
 		clear(v.wantElems[c])
 	}
@@ -281,7 +284,7 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 	}
 	v.newGeneration(maps, err == nil || isNotFound(err))
 
-	for c := range cEndpoints {
+	for c := range numContainers {
 		clear(v.haveElems[c])
 		if !enabled[c] {
 			continue
@@ -316,6 +319,12 @@ func (v *view) touchAll() {
 	}
 	for name := range v.wantSets {
 		v.touchedSets[name] = struct{}{}
+	}
+	for chain := range v.haveSlots {
+		v.touchedSlots[chain] = struct{}{}
+	}
+	for chain := range v.wantSlots {
+		v.touchedSlots[chain] = struct{}{}
 	}
 	for c := range numContainers {
 		for k := range v.haveElems[c] {
@@ -364,8 +373,15 @@ type pending struct {
 	sets    []setSpec
 	delSet  []string
 	stale   []string
+	slots   []pendingSlots
 	epMaps  []int // endpoint maps created
 	retired int   // how many of view.retired were deleted
+}
+
+// pendingSlots: chain's slots hold want (nil: nothing) once applied.
+type pendingSlots struct {
+	chain string
+	want  *slotSpec
 }
 
 type pendingElem struct {
@@ -385,33 +401,41 @@ func (v *view) diff(p *plan) *pending {
 
 	// Endpoint slots are written before the chains that read them; slots a
 	// chain stopped using are removed after it was rewritten.
-	for c := cEndpoints; c < numContainers; c++ {
-		keys := sortedKeys(v.touchedElems[c])
-		for _, key := range keys {
-			want := v.wantElems[c][key]
-			if want == nil {
-				continue
-			}
-			have, exists := v.haveElems[c][key]
-			if exists && have == want.value {
-				continue
-			}
-			i := int(c - cEndpoints)
-			if !v.epMapsHave[i] && !slices.Contains(pend.epMaps, i) {
-				p.add(&knftables.Map{
-					Name:    v.containerName(c),
-					TypeOf:  endpointMapTypeOf(v.ipX, i),
-					Comment: ptr.To("service endpoints by slot (see the rules using it)"),
-				})
-				p.endUnit()
-				pend.epMaps = append(pend.epMaps, i)
-			}
-			if exists {
-				p.delete(v.element(c, key, "", nil))
-			}
-			p.add(v.element(c, key, want.value, want.comment))
+	touchedSlots := sortedKeys(v.touchedSlots)
+	for _, chain := range touchedSlots {
+		want, have := v.wantSlots[chain], v.haveSlots[chain]
+		if want == nil {
+			continue
+		}
+		if !v.epMapsHave[want.m] && !slices.Contains(pend.epMaps, want.m) {
+			p.add(&knftables.Map{
+				Name:    endpointMapName(v.epGen, want.m),
+				TypeOf:  endpointMapTypeOf(v.ipX, want.m),
+				Comment: ptr.To("service endpoints by slot (see the rules using it)"),
+			})
 			p.endUnit()
-			pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
+			pend.epMaps = append(pend.epMaps, want.m)
+		}
+		name := endpointMapName(v.epGen, want.m)
+		if have == nil || have.m != want.m || have.base != want.base {
+			p.addSlots(name, want.base, want.values, 0, len(want.values))
+			p.endUnit()
+		} else {
+			n := min(len(have.values), len(want.values))
+			for i := range n {
+				if have.values[i] != want.values[i] {
+					p.deleteSlots(name, want.base, i, i+1)
+					p.addSlots(name, want.base, want.values, i, i+1)
+					p.endUnit()
+				}
+			}
+			if len(want.values) > n {
+				p.addSlots(name, want.base, want.values, n, len(want.values))
+				p.endUnit()
+			}
+		}
+		if have != want {
+			pend.slots = append(pend.slots, pendingSlots{chain: chain, want: want})
 		}
 	}
 
@@ -472,24 +496,44 @@ func (v *view) diff(p *plan) *pending {
 			switch {
 			case want == nil && exists:
 				removals = append(removals, pendingElem{c: c, key: key, del: true})
-			case want == nil, c.isEndpointMap():
+			case want == nil:
 			case !exists:
-				p.add(v.element(c, key, want.value, want.comment))
+				p.add(c.element(key, want.value, want.comment))
 				p.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			case have != want.value:
-				p.delete(v.element(c, key, "", nil))
-				p.add(v.element(c, key, want.value, want.comment))
+				p.delete(c.element(key, "", nil))
+				p.add(c.element(key, want.value, want.comment))
 				p.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			}
 		}
 	}
 	for _, r := range removals {
-		p.delete(v.element(r.c, r.key, "", nil))
+		p.delete(r.c.element(r.key, "", nil))
 		p.endUnit()
 	}
 	pend.elems = append(pend.elems, removals...)
+
+	for _, chain := range touchedSlots {
+		want, have := v.wantSlots[chain], v.haveSlots[chain]
+		if have == nil {
+			continue
+		}
+		name := endpointMapName(v.epGen, have.m)
+		switch {
+		case want == nil || want.m != have.m || want.base != have.base:
+			p.deleteSlots(name, have.base, 0, len(have.values))
+		case len(have.values) > len(want.values):
+			p.deleteSlots(name, have.base, len(want.values), len(have.values))
+		default:
+			continue
+		}
+		p.endUnit()
+		if want == nil {
+			pend.slots = append(pend.slots, pendingSlots{chain: chain})
+		}
+	}
 
 	for _, name := range touchedChains {
 		if _, wanted := v.wantChains[name]; wanted {
@@ -527,6 +571,7 @@ func (v *view) diff(p *plan) *pending {
 
 	clear(v.touchedChains)
 	clear(v.touchedSets)
+	clear(v.touchedSlots)
 	for c := range numContainers {
 		clear(v.touchedElems[c])
 	}
@@ -560,6 +605,13 @@ func (v *view) commit(pend *pending, now time.Time) {
 	}
 	for _, i := range pend.epMaps {
 		v.epMapsHave[i] = true
+	}
+	for _, ps := range pend.slots {
+		if ps.want == nil {
+			delete(v.haveSlots, ps.chain)
+		} else {
+			v.haveSlots[ps.chain] = ps.want
+		}
 	}
 	v.retired = v.retired[pend.retired:]
 	v.slots.commit()
