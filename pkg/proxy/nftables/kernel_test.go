@@ -174,8 +174,9 @@ func TestKernelFullAndPartialSync(t *testing.T) {
 				// Partial: change endpoints of one service, remove another.
 				svcs[1].eps = []tep{{ip: "10.180.5.5", port: 80}}
 				removed := ownerOf(svcs[5])
-				in := syncInput{services: models(tf.ip, svcs[1]), removed: []string{removed}}
 				for _, sy := range []*syncer{s, ref} {
+					// sync consumes the models, so each syncer gets its own.
+					in := syncInput{services: models(tf.ip, svcs[1]), removed: []string{removed}}
 					if _, err := sy.sync(ctx, in); err != nil {
 						t.Fatalf("partial sync: %v", err)
 					}

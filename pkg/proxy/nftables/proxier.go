@@ -468,6 +468,9 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 		}
 	}
 	nodePortsChanged := doFullSync || len(in.removed) > 0
+	// The syncer lets go of each model once it is built (see syncInput), so
+	// what is needed afterwards is kept by name.
+	var built []proxy.ServicePortName
 	if doFullSync || updated.Len() > 0 {
 		for name, svc := range p.svcPortMap {
 			if !doFullSync && !updated.Has(name.NamespacedName) {
@@ -484,6 +487,7 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 			p.forget(name)
 			p.synced[name] = ss
 			in.services = append(in.services, m)
+			built = append(built, name)
 			nodePortsChanged = true
 		}
 	}
@@ -492,10 +496,13 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	res, err := p.syncer.sync(ctx, in)
 	// Count Local-policy service ports without local endpoints from what
 	// the generator decided.
-	for _, m := range in.services {
-		r := p.syncer.view.owners[m.owner]
-		ss := p.synced[ownerName(m)]
-		if r == nil || ss == nil {
+	for _, name := range built {
+		ss := p.synced[name]
+		if ss == nil {
+			continue
+		}
+		r := p.syncer.view.owners[ss.owner]
+		if r == nil {
 			continue
 		}
 		ss.noLocalInternal, ss.noLocalExternal = r.noLocalInternal, r.noLocalExternal
@@ -767,4 +774,3 @@ func (p *Proxier) endpointModel(logger klog.Logger, name proxy.ServicePortName, 
 	return newEndpointModel(ns, svc, protocol, portName, ip.String(), ep.Port(), ep.IsLocal())
 }
 
-func ownerName(m *serviceModel) proxy.ServicePortName { return m.name }

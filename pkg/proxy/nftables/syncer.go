@@ -116,7 +116,10 @@ func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *s
 
 // syncInput says what changed. On a full sync, services holds every service
 // port; on a partial sync only the changed ones, and removed names the
-// service ports that are gone.
+// service ports that are gone. sync sets each services entry to nil once it
+// has been turned into rules: on a cold start the models are a good part of
+// the heap (~15 MiB at 10k Services x 10 endpoints), and the transactions
+// that follow should not be rendered on top of them.
 type syncInput struct {
 	full     bool
 	services []*serviceModel
@@ -149,8 +152,9 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.clusterIPsCheckRules(p)
 		p.endUnit()
 	}
-	for _, m := range in.services {
+	for i, m := range in.services {
 		s.view.setOwner(m.owner, s.gen.build(m, s.view))
+		in.services[i] = nil
 	}
 	for _, owner := range in.removed {
 		s.view.setOwner(owner, nil)

@@ -225,3 +225,19 @@ func TestDetectLocalByInterface(t *testing.T) {
 		})
 	}
 }
+
+// sync lets go of the models it has turned into rules, so that a cold
+// start's models are not kept alive while its transactions are rendered.
+func TestSyncReleasesModels(t *testing.T) {
+	tf := families[0]
+	s, _ := newTestSyncer(t, tf, nil)
+	in := syncInput{full: true, services: models(tf.ip, testServices...)}
+	if _, err := s.sync(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range in.services {
+		if m != nil {
+			t.Errorf("services[%d] (%s) still referenced after sync", i, m.owner)
+		}
+	}
+}
