@@ -773,4 +773,3 @@ func (p *Proxier) endpointModel(logger klog.Logger, name proxy.ServicePortName, 
 	}
 	return newEndpointModel(ns, svc, protocol, portName, ip.String(), ep.Port(), ep.IsLocal())
 }
-
