@@ -148,7 +148,7 @@ func TestKernel(t *testing.T) {
 				}
 				env.p.OnServiceSynced()
 				env.p.OnEndpointSlicesSynced()
-				if !env.p.initialized.Load() || env.p.needFullSync {
+				if !env.p.Initialized() || env.p.needFullSync {
 					t.Fatalf("first sync against the kernel failed")
 				}
 

@@ -8,11 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
@@ -96,20 +94,22 @@ func NewDualStackProxierWithOptions(
 type Proxier struct {
 	ipFamily v1.IPFamily
 
+	// TrackerHandlers implements the Service, EndpointSlice and topology
+	// handlers: they feed the trackers and gate the first sync until both
+	// informers have synced (Initialized).
+	*proxy.TrackerHandlers
 	// Changes accumulated since the last sync; the trackers are safe for
 	// concurrent use and are drained by syncProxyRules.
 	endpointsChanges *proxy.EndpointsChangeTracker
 	serviceChanges   *proxy.ServiceChangeTracker
 
-	mu                   sync.Mutex // guards everything below until the constants
-	svcPortMap           proxy.ServicePortMap
-	endpointsMap         proxy.EndpointsMap
-	topologyLabels       map[string]string
-	endpointSlicesSynced bool
-	servicesSynced       bool
-	needFullSync         bool
-	lastFullSync         time.Time
-	largeClusterMode     bool
+	mu               sync.Mutex // guards everything below until the constants
+	svcPortMap       proxy.ServicePortMap
+	endpointsMap     proxy.EndpointsMap
+	topologyLabels   map[string]string
+	needFullSync     bool
+	lastFullSync     time.Time
+	largeClusterMode bool
 
 	// order is svcPortMap's keys sorted, so output is deterministic; it is
 	// rebuilt only when the set of service ports changes.
@@ -144,8 +144,7 @@ type Proxier struct {
 	probabilities                           []string
 	nfacctReady                             map[string]bool
 
-	initialized atomic.Bool
-	syncRunner  *runner.BoundedFrequencyRunner
+	syncRunner *runner.BoundedFrequencyRunner
 
 	// Constant after construction.
 	iptables            utiliptables.Interface
@@ -343,6 +342,8 @@ func NewProxierWithOptions(ctx context.Context,
 	}
 	p.serviceChanges = proxy.NewServiceChangeTracker(ipFamily, newServiceInfo, nil)
 	p.endpointsChanges = proxy.NewEndpointsChangeTracker(ipFamily, nodeName, newEndpointInfo, nil)
+	p.TrackerHandlers = proxy.NewTrackerHandlers(p.serviceChanges, p.endpointsChanges, p.Sync,
+		func() { _ = p.syncProxyRules() }, p.setTopologyLabels)
 
 	minSyncPeriod := config.MinSyncPeriod.Duration
 	syncPeriod := config.SyncPeriod.Duration
@@ -392,76 +393,14 @@ func (p *Proxier) SyncLoop() {
 // sync at a point of their choosing.
 func (p *Proxier) SyncNow() error { return p.syncProxyRules() }
 
-// OnServiceAdd is called whenever creation of new service object is observed.
-func (p *Proxier) OnServiceAdd(service *v1.Service) { p.OnServiceUpdate(nil, service) }
-
-// OnServiceUpdate is called whenever modification of an existing service
-// object is observed.
-func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
-	if p.serviceChanges.Update(oldService, service) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnServiceDelete is called whenever deletion of an existing service object
-// is observed.
-func (p *Proxier) OnServiceDelete(service *v1.Service) { p.OnServiceUpdate(service, nil) }
-
-// OnServiceSynced is called once all the initial event handlers were called
-// and the state is fully propagated to local cache.
-func (p *Proxier) OnServiceSynced() {
-	p.mu.Lock()
-	p.servicesSynced = true
-	p.initialized.Store(p.endpointSlicesSynced)
-	p.mu.Unlock()
-	// Once per lifetime, so sync right away instead of waiting for the runner.
-	_ = p.syncProxyRules()
-}
-
-// OnEndpointSliceAdd is called whenever creation of a new endpoint slice
-// object is observed.
-func (p *Proxier) OnEndpointSliceAdd(endpointSlice *discovery.EndpointSlice) {
-	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, false) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnEndpointSliceUpdate is called whenever modification of an existing
-// endpoint slice object is observed.
-func (p *Proxier) OnEndpointSliceUpdate(_, endpointSlice *discovery.EndpointSlice) {
-	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, false) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnEndpointSliceDelete is called whenever deletion of an existing endpoint
-// slice object is observed.
-func (p *Proxier) OnEndpointSliceDelete(endpointSlice *discovery.EndpointSlice) {
-	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, true) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnEndpointSlicesSynced is called once all the initial event handlers were
-// called and the state is fully propagated to local cache.
-func (p *Proxier) OnEndpointSlicesSynced() {
-	p.mu.Lock()
-	p.endpointSlicesSynced = true
-	p.initialized.Store(p.servicesSynced)
-	p.mu.Unlock()
-	_ = p.syncProxyRules()
-}
-
-// OnTopologyChange is called whenever this node's topology labels change.
-// Topology changes which endpoints every service uses, so it forces a full
-// sync.
-func (p *Proxier) OnTopologyChange(topologyLabels map[string]string) {
+// setTopologyLabels is called when this node's topology labels change:
+// they change which endpoints every service uses, so the next sync is full.
+func (p *Proxier) setTopologyLabels(topologyLabels map[string]string) {
 	p.mu.Lock()
 	p.topologyLabels = topologyLabels
 	p.needFullSync = true
 	p.mu.Unlock()
 	p.logger.V(4).Info("Updated proxier node topology labels", "labels", topologyLabels)
-	p.Sync()
 }
 
 // OnServiceCIDRsChanged is a no-op: the iptables mode does not use the

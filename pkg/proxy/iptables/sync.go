@@ -90,7 +90,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
-	if !p.initialized.Load() {
+	if !p.Initialized() {
 		p.logger.V(2).Info("Not syncing iptables until Services and Endpoints have been received from master")
 		return nil
 	}

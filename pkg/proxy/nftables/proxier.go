@@ -11,7 +11,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -68,6 +67,10 @@ type Proxier struct {
 	ctx      context.Context
 	logger   klog.Logger
 
+	// TrackerHandlers implements the Service, EndpointSlice and topology
+	// handlers: they feed the trackers and gate the first sync until both
+	// informers have synced (Initialized).
+	*proxy.TrackerHandlers
 	endpointsChanges *proxy.EndpointsChangeTracker
 	serviceChanges   *proxy.ServiceChangeTracker
 
@@ -75,11 +78,7 @@ type Proxier struct {
 	svcPortMap     proxy.ServicePortMap
 	endpointsMap   proxy.EndpointsMap
 	topologyLabels map[string]string
-	// servicesSynced and endpointSlicesSynced gate the first sync, so that a
-	// restarting kube-proxy never programs a partial picture.
-	endpointSlicesSynced bool
-	servicesSynced       bool
-	lastFullSync         time.Time
+	lastFullSync   time.Time
 	// lastKernelContact is when a transaction or a table check last showed the
 	// kernel still has our table; see tableMissing.
 	lastKernelContact time.Time
@@ -87,7 +86,6 @@ type Proxier struct {
 	tableCheckDue      atomic.Bool
 	needFullSync       bool
 	cidrsChanged       bool
-	initialized        atomic.Bool
 	staleCleanupQueued atomic.Bool
 	syncRunner         *runner.BoundedFrequencyRunner
 	syncPeriod         time.Duration
@@ -212,6 +210,8 @@ func newProxier(ctx context.Context,
 		serviceHealthServer: serviceHealthServer,
 		healthzServer:       healthzServer,
 	}
+	p.TrackerHandlers = proxy.NewTrackerHandlers(p.serviceChanges, p.endpointsChanges, p.Sync,
+		func() { _ = p.syncProxyRules() }, p.setTopologyLabels)
 
 	var rejectProtocols []v1.Protocol
 	localhostEnabled := features.DefaultFeatureGate.Enabled(features.KubeProxyNFTablesLocalhostNodePorts)
@@ -311,67 +311,14 @@ func (p *Proxier) SyncLoop() {
 	p.syncRunner.Loop(wait.NeverStop)
 }
 
-// OnServiceAdd is called whenever creation of new service object is observed.
-func (p *Proxier) OnServiceAdd(service *v1.Service) { p.OnServiceUpdate(nil, service) }
-
-// OnServiceUpdate is called whenever modification of an existing service object is observed.
-func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
-	if p.serviceChanges.Update(oldService, service) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnServiceDelete is called whenever deletion of an existing service object is observed.
-func (p *Proxier) OnServiceDelete(service *v1.Service) { p.OnServiceUpdate(service, nil) }
-
-// OnServiceSynced is called once all the initial event handlers were called.
-func (p *Proxier) OnServiceSynced() {
-	p.mu.Lock()
-	p.servicesSynced = true
-	p.initialized.Store(p.endpointSlicesSynced)
-	p.mu.Unlock()
-	// Sync unconditionally: this is called once per lifetime.
-	_ = p.syncProxyRules()
-}
-
-// OnEndpointSliceAdd is called whenever creation of a new endpoint slice object is observed.
-func (p *Proxier) OnEndpointSliceAdd(endpointSlice *discovery.EndpointSlice) {
-	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, false) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnEndpointSliceUpdate is called whenever modification of an existing endpoint slice object is observed.
-func (p *Proxier) OnEndpointSliceUpdate(_, endpointSlice *discovery.EndpointSlice) {
-	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, false) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnEndpointSliceDelete is called whenever deletion of an existing endpoint slice object is observed.
-func (p *Proxier) OnEndpointSliceDelete(endpointSlice *discovery.EndpointSlice) {
-	if p.endpointsChanges.EndpointSliceUpdate(endpointSlice, true) && p.initialized.Load() {
-		p.Sync()
-	}
-}
-
-// OnEndpointSlicesSynced is called once all the initial event handlers were called.
-func (p *Proxier) OnEndpointSlicesSynced() {
-	p.mu.Lock()
-	p.endpointSlicesSynced = true
-	p.initialized.Store(p.servicesSynced)
-	p.mu.Unlock()
-	_ = p.syncProxyRules()
-}
-
-// OnTopologyChange is called whenever this node's topology labels change.
-func (p *Proxier) OnTopologyChange(topologyLabels map[string]string) {
+// setTopologyLabels is called when this node's topology labels change:
+// they change which endpoints every service uses, so the next sync is full.
+func (p *Proxier) setTopologyLabels(topologyLabels map[string]string) {
 	p.mu.Lock()
 	p.topologyLabels = topologyLabels
 	p.needFullSync = true
 	p.mu.Unlock()
 	p.logger.V(4).Info("Updated proxier node topology labels", "labels", topologyLabels)
-	p.Sync()
 }
 
 // OnServiceCIDRsChanged is called with the complete list of ServiceCIDRs
@@ -411,7 +358,7 @@ func (p *Proxier) syncProxyRules() (retryError error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
-	if !p.initialized.Load() {
+	if !p.Initialized() {
 		p.logger.V(2).Info("Not syncing nftables until Services and Endpoints have been received from master")
 		return nil
 	}
