@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
@@ -223,6 +224,18 @@ func TestDryRunFollow(t *testing.T) {
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("Run did not return after stop")
+			}
+
+			// Once Run has returned, the manifest source must have stopped:
+			// removing the files (as the test's cleanup is about to) must not
+			// delete the Node, which would make the NodeManager exit the
+			// process.
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * 200 * time.Millisecond)
+			if _, err := s.Client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{}); err != nil {
+				t.Errorf("the manifest source kept running after Run returned: %v", err)
 			}
 		})
 	}

@@ -673,8 +673,19 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 	}
 
 	if s.manifests != nil {
+		// Run must not return while the manifest source may still write: a
+		// rescan that saw the files half removed (a test's temporary
+		// directory being cleaned up) would delete this node's Node, and the
+		// NodeManager, which outlives Run, exits the process on that.
+		manifestsCtx, stopManifests := context.WithCancel(ctx)
+		manifestsDone := make(chan struct{})
+		defer func() {
+			stopManifests()
+			<-manifestsDone
+		}()
 		go func() {
-			if err := s.manifests.Run(ctx, s.manifestsRescan); err != nil {
+			defer close(manifestsDone)
+			if err := s.manifests.Run(manifestsCtx, s.manifestsRescan); err != nil {
 				logger.Error(err, "Manifest source stopped")
 			}
 		}()
