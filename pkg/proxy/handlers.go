@@ -66,11 +66,17 @@ func (h *TrackerHandlers) OnServiceDelete(service *v1.Service) { h.OnServiceUpda
 
 // OnServiceSynced implements config.ServiceHandler.
 func (h *TrackerHandlers) OnServiceSynced() {
+	h.informerSynced(&h.servicesSynced, &h.endpointSlicesSynced)
+}
+
+// informerSynced records that one informer has listed everything; the other
+// one decides whether syncing may start. Once per informer and lifetime, so
+// it syncs right away instead of waiting for the runner.
+func (h *TrackerHandlers) informerSynced(this, other *bool) {
 	h.mu.Lock()
-	h.servicesSynced = true
-	h.initialized.Store(h.endpointSlicesSynced)
+	*this = true
+	h.initialized.Store(*other)
 	h.mu.Unlock()
-	// Once per lifetime: sync right away instead of waiting for the runner.
 	h.syncNow()
 }
 
@@ -97,11 +103,7 @@ func (h *TrackerHandlers) endpointSliceChanged(endpointSlice *discovery.Endpoint
 
 // OnEndpointSlicesSynced implements config.EndpointSliceHandler.
 func (h *TrackerHandlers) OnEndpointSlicesSynced() {
-	h.mu.Lock()
-	h.endpointSlicesSynced = true
-	h.initialized.Store(h.servicesSynced)
-	h.mu.Unlock()
-	h.syncNow()
+	h.informerSynced(&h.endpointSlicesSynced, &h.servicesSynced)
 }
 
 // OnTopologyChange implements config.NodeTopologyHandler.
