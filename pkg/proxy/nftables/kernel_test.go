@@ -376,3 +376,46 @@ func TestKernelProxier(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelRestartSwitchesGeneration: a second proxier over an existing
+// table (a restart) writes its endpoint maps under a new generation in many
+// small transactions, and the kernel accepts deleting the old maps at the end
+// (no rule still refers to them). The result equals a fresh sync.
+func TestKernelRestartSwitchesGeneration(t *testing.T) {
+	tf := families[0]
+	inNetns(t, func() {
+		ctx := context.Background()
+		first, nft := realSyncer(t, tf, nil)
+		if _, err := first.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := nft.List(ctx, "maps")
+
+		restarted, _ := realSyncer(t, tf, func(c *syncerConfig) { c.maxOps = 8 })
+		reversed := slices.Clone(testServices)
+		slices.Reverse(reversed)
+		res, err := restarted.sync(ctx, syncInput{full: true, services: models(tf.ip, reversed...)})
+		if err != nil {
+			t.Fatalf("restart sync: %v", err)
+		}
+		if res.transactions < 5 {
+			t.Errorf("want a chunked restart sync, got %+v", res)
+		}
+		after, _ := nft.List(ctx, "maps")
+		for _, name := range before {
+			if endpointMapGeneration(name) >= 0 && slices.Contains(after, name) {
+				t.Errorf("old endpoint map %s still exists", name)
+			}
+		}
+		ref, fake := newTestSyncer(t, tf, nil)
+		if _, err := ref.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+			t.Fatalf("kernel after the restart differs from a fresh sync (-fresh +kernel):\n%s", diff)
+		}
+		if got, want := kernelChainEndpoints(t, nft, tf, svcChain(tf, testServices[1])), []string{tf.ip("10.180.0.2") + " . 80", tf.ip("10.180.1.2") + " . 80"}; !slices.Equal(got, want) {
+			t.Errorf("svc2 endpoints in the kernel after the restart: got %v, want %v", got, want)
+		}
+	})
+}
