@@ -419,3 +419,20 @@ func TestKernelRestartSwitchesGeneration(t *testing.T) {
 		}
 	})
 }
+
+// The real nft can declare endpoint maps, and asking it changes nothing.
+func TestKernelEndpointMapCheck(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			inNetns(t, func() {
+				s, nft := realSyncer(t, tf, nil)
+				if err := s.checkEndpointMaps(context.Background()); err != nil {
+					t.Fatalf("nft cannot declare endpoint maps: %v", err)
+				}
+				if _, err := nft.List(context.Background(), "maps"); err == nil || !isNotFound(err) {
+					t.Errorf("the check created the table (listing maps: %v)", err)
+				}
+			})
+		})
+	}
+}

@@ -237,6 +237,10 @@ func newProxier(ctx context.Context,
 		maxOps:            DefaultMaxOpsPerTransaction,
 	}, logger)
 	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.gen.masqueradeMark)
+	if err := p.syncer.checkEndpointMaps(ctx); err != nil {
+		logger.Info("The nft binary cannot declare endpoint maps; balancing with one anonymous map per service instead, as upstream does (slower to load, and every endpoint change rewrites a rule)", "err", err)
+		p.syncer.gen.inlineMaps = true
+	}
 	if localhostEnabled {
 		metrics.SetNFTablesCounterReader(ipFamily, counterReader{nft: nft})
 	}

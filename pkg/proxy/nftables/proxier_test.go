@@ -3,6 +3,7 @@ package nftables
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -29,6 +30,12 @@ const testNodeName = "node1"
 
 func newTestProxier(t *testing.T, tf testFamily, mutate func(*kubeproxyconfig.KubeProxyConfiguration)) (*Proxier, *countingNFT) {
 	t.Helper()
+	return newTestProxierOver(t, tf, mutate, nil)
+}
+
+// newTestProxierOver is newTestProxier with the fake seen through wrap.
+func newTestProxierOver(t *testing.T, tf testFamily, mutate func(*kubeproxyconfig.KubeProxyConfiguration), wrap func(*countingNFT) knftables.Interface) (*Proxier, *countingNFT) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
 	cfg.NFTables.MasqueradeBit = ptr.To[int32](14)
@@ -45,7 +52,11 @@ func newTestProxier(t *testing.T, tf testFamily, mutate func(*kubeproxyconfig.Ku
 	fake := &countingNFT{Fake: knftables.NewFake(familyOf(tf.family), kubeProxyTable)}
 	nw := proxyutiltest.NewFakeNetwork()
 	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{&net.IPNet{IP: net.ParseIP(tf.nodeIP), Mask: net.CIDRMask(24, 8*len(net.ParseIP(tf.nodeIP)))}})
-	p, err := newProxier(ctx, fake, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
+	var nft knftables.Interface = fake
+	if wrap != nil {
+		nft = wrap(fake)
+	}
+	p, err := newProxier(ctx, nft, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
 		net.ParseIP(tf.nodeIP), proxyutil.NewNodePortAddresses(tf.family, cfg.NodePortAddresses), nw,
 		conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer(), nil)
 	if err != nil {
@@ -382,5 +393,51 @@ func TestDryRunProxier(t *testing.T) {
 	s := out.String()
 	if !strings.Contains(s, "add table ip kube-proxy") || !strings.Contains(s, "add element ip kube-proxy no-endpoint-services { 172.30.0.41 . tcp . 80") {
 		t.Errorf("dry run output lacks the expected transaction:\n%s", s)
+	}
+}
+
+// oldNFT is an nft that cannot declare "typeof numgen ..." maps.
+type oldNFT struct{ *countingNFT }
+
+func (o oldNFT) Check(ctx context.Context, tx *knftables.Transaction) error {
+	if strings.Contains(tx.String(), "typeof numgen") {
+		return errors.New("Error: syntax error, unexpected numgen")
+	}
+	return o.countingNFT.Check(ctx, tx)
+}
+
+// Without endpoint map support in nft, the proxier falls back to upstream's
+// anonymous map per policy chain and behaves the same.
+func TestProxierWithoutEndpointMaps(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			ip := tf.ip
+			for _, old := range []bool{false, true} {
+				var wrap func(*countingNFT) knftables.Interface
+				if old {
+					wrap = func(c *countingNFT) knftables.Interface { return oldNFT{c} }
+				}
+				p, fake := newTestProxierOver(t, tf, nil, wrap)
+				svc := makeService("ns1", "web", func(s *v1.Service) {
+					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
+					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
+				})
+				slice := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+					es.Ports = tcpPort("http", 8080)
+					es.Endpoints = append(es.Endpoints, epAt(ip("10.180.0.1"), testNodeName, true, true, false), epAt(ip("10.180.1.1"), "node2", true, true, false))
+				})
+				startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{slice})
+				dump := fake.Dump()
+				if usesEndpointMaps := strings.Contains(dump, "@"+endpointMapPrefix); usesEndpointMaps == old {
+					t.Errorf("old nft=%v: endpoint maps used=%v\n%s", old, usesEndpointMaps, dump)
+				}
+				if strings.Contains(dump, endpointMapPrefix+"capability-check") {
+					t.Errorf("the capability check left its map behind:\n%s", dump)
+				}
+				runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
+					{name: "balanced over both endpoints", src: "10.1.2.3", dst: "172.30.0.41", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.1:8080", "10.180.1.1:8080"}},
+				})
+			}
+		})
 	}
 }

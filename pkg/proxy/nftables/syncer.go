@@ -193,6 +193,16 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	return res, nil
 }
 
+// checkEndpointMaps asks nft, without changing anything, whether it can
+// declare an endpoint map (slots.go): its "typeof numgen ..." key needs an
+// nft that can describe numgen expressions in a set declaration.
+func (s *syncer) checkEndpointMaps(ctx context.Context) error {
+	tx := s.nft.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Add(&knftables.Map{Name: endpointMapPrefix + "capability-check", TypeOf: endpointMapTypeOf(s.ipX, 0)})
+	return s.nft.Check(ctx, tx)
+}
+
 // tableMissing reports whether the kernel no longer has our table. It lists the
 // rules of one small base chain: a request for one named object, which fails
 // with "not found" when the table is gone (a dump of a whole object type may
