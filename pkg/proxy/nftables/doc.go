@@ -24,6 +24,8 @@
 //     protocol) and rewritten under a fresh generation number on every full
 //     sync, so slot assignments never have to be read back from the kernel
 //     and no intermediate state shows a chain another Service's endpoints.
+//     An nft that cannot declare such a map (checked once at construction
+//     with nft --check) gets upstream's anonymous map per chain instead.
 //   - With session affinity, endpoint chains exist as upstream's; up to 64
 //     endpoints are balanced with one rule each ("numgen random mod K 0 goto
 //     endpoint-...", K = n-i, which picks each endpoint with probability 1/n)
