@@ -36,14 +36,13 @@ type slotBatch struct {
 	values   []string // "ip . port" per slot, indexed from base
 }
 
-func (b *slotBatch) elements(yield func(*knftables.Element)) {
-	for i := b.from; i < b.to; i++ {
-		e := &knftables.Element{Map: b.name, Key: []string{strconv.FormatUint(uint64(b.base)+uint64(i), 10)}}
-		if b.values != nil {
-			e.Value = strings.Split(b.values[i], " . ")
-		}
-		yield(e)
+// element is the batch's element for slot base+i.
+func (b *slotBatch) element(i int) *knftables.Element {
+	e := &knftables.Element{Map: b.name, Key: []string{strconv.FormatUint(uint64(b.base)+uint64(i), 10)}}
+	if b.values != nil {
+		e.Value = strings.Split(b.values[i], " . ")
 	}
+	return e
 }
 
 // plan is an ordered list of nft operations grouped into units. A unit is the
@@ -128,20 +127,12 @@ func (p *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, t
 		tx := nft.NewTransaction()
 		for j := start; j < end; j++ {
 			o := p.ops[j]
-			apply := func(obj knftables.Object) {
-				switch o.verb {
-				case opAdd:
-					tx.Add(obj)
-				case opFlush:
-					tx.Flush(obj)
-				case opDelete:
-					tx.Delete(obj)
-				}
-			}
 			if b, ok := o.obj.(*slotBatch); ok {
-				b.elements(func(e *knftables.Element) { apply(e) })
+				for i := b.from; i < b.to; i++ {
+					apply(tx, o.verb, b.element(i))
+				}
 			} else {
-				apply(o.obj.(knftables.Object))
+				apply(tx, o.verb, o.obj.(knftables.Object))
 			}
 			p.ops[j] = op{}
 		}
@@ -151,6 +142,17 @@ func (p *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, t
 		start = end
 	}
 	return nil
+}
+
+func apply(tx *knftables.Transaction, verb opVerb, obj knftables.Object) {
+	switch verb {
+	case opAdd:
+		tx.Add(obj)
+	case opFlush:
+		tx.Flush(obj)
+	case opDelete:
+		tx.Delete(obj)
+	}
 }
 
 // DryRunInterface wraps a knftables.Interface so that every transaction is
