@@ -25,7 +25,8 @@ type generator struct {
 	// balanced with per-endpoint rules (maxRuleBalancedEndpoints).
 	ruleBalanceMax int
 	// inlineMaps balances with an anonymous map per chain instead of the
-	// endpoint maps: upstream's shape, for benchmarks only.
+	// endpoint maps: upstream's shape, used when nft cannot declare endpoint
+	// maps (and by benchmarks comparing the two).
 	inlineMaps bool
 
 	// ifLocal is nil when no local-traffic detector is implemented.
@@ -222,7 +223,7 @@ type slotSource interface {
 const maxRuleBalancedEndpoints = 64
 
 // endpointRules writes the load-balancing rules of policy chain and, without
-// session affinity, the endpoint map elements they read (into out).
+// session affinity, records the endpoint map slots they read in out.slots.
 func (g *generator) endpointRules(m *serviceModel, chain string, eps []*endpointModel, slots slotSource, out *serviceRules) []ruleSpec {
 	n := len(eps)
 	if !m.affinity {
@@ -268,7 +269,7 @@ func (g *generator) endpointRules(m *serviceModel, chain string, eps []*endpoint
 }
 
 // inlineMapRule is upstream's form of load balancing, one anonymous map per
-// chain; only benchmarks comparing the two shapes use it.
+// chain (see generator.inlineMaps).
 func (g *generator) inlineMapRule(m *serviceModel, eps []*endpointModel) string {
 	var b strings.Builder
 	b.WriteString("meta l4proto ")
