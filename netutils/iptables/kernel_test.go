@@ -483,11 +483,23 @@ func TestKernelMonitor(t *testing.T) {
 	forEachVariant(t, true, func(t *testing.T, v variant) {
 		ipt, outside := setup(t, v, true)
 		const canary = iptables.Chain("KUBE-PROXY-CANARY")
+		const interval = 100 * time.Millisecond
 		tables := []iptables.Table{iptables.TableMangle, iptables.TableNAT, iptables.TableFilter}
+		// canaryIntact reports whether table's canary chain exists and holds a rule.
+		canaryIntact := func(table iptables.Table) bool {
+			var buf bytes.Buffer
+			if err := ipt.SaveInto(table, &buf); err != nil {
+				t.Fatalf("SaveInto(%s): %v", table, err)
+			}
+			return strings.Contains(buf.String(), "\n-A "+string(canary)+" ")
+		}
 		allCanaries := func(want bool) func() bool {
 			return func() bool {
 				for _, table := range tables {
 					if exists, _ := ipt.ChainExists(table, canary); exists != want {
+						return false
+					}
+					if want && !canaryIntact(table) {
 						return false
 					}
 				}
@@ -499,7 +511,7 @@ func TestKernelMonitor(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			ipt.Monitor(canary, tables, func() { reloads <- struct{}{} }, 100*time.Millisecond, stop)
+			ipt.Monitor(canary, tables, func() { reloads <- struct{}{} }, interval, stop)
 		}()
 		stopped := false
 		stopMonitor := func() {
@@ -513,17 +525,33 @@ func TestKernelMonitor(t *testing.T) {
 
 		eventually(t, "canaries created", allCanaries(true))
 
-		// What a firewall reload does: flush everything and delete user chains.
+		// What a firewall reload does (every table flushed and its chains deleted),
+		// and flushes that empty chains but delete none.
+		var firewallReload [][]string
 		for _, table := range tables {
-			outside("-t", string(table), "-F")
-			outside("-t", string(table), "-X")
+			firewallReload = append(firewallReload, []string{"-t", string(table), "-F"}, []string{"-t", string(table), "-X"})
 		}
-		select {
-		case <-reloads:
-		case <-time.After(15 * time.Second):
-			t.Fatal("reloadFunc not called after the tables were flushed")
+		for _, tc := range []struct {
+			name string
+			cmds [][]string
+		}{
+			{"firewall reload", firewallReload},
+			{"iptables -F", [][]string{{"-F"}}},
+			{"iptables -t nat -F", [][]string{{"-t", "nat", "-F"}}},
+			{"iptables -t mangle -F", [][]string{{"-t", "mangle", "-F"}}},
+		} {
+			start := time.Now()
+			for _, c := range tc.cmds {
+				outside(c...)
+			}
+			select {
+			case <-reloads:
+				t.Logf("%s: reloaded after %v (interval %v)", tc.name, time.Since(start).Round(time.Millisecond), interval)
+			case <-time.After(15 * time.Second):
+				t.Fatalf("%s: reloadFunc not called", tc.name)
+			}
+			eventually(t, tc.name+": canaries recreated", allCanaries(true))
 		}
-		eventually(t, "canaries recreated", allCanaries(true))
 
 		stopMonitor()
 		if !allCanaries(false)() {

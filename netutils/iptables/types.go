@@ -37,13 +37,13 @@ type Interface interface {
 	Restore(table Table, data []byte, flush FlushFlag, counters RestoreCountersFlag) error
 	// RestoreAll is Restore for every table named in data.
 	RestoreAll(data []byte, flush FlushFlag, counters RestoreCountersFlag) error
-	// Monitor notices when something outside this process (a firewall reload, say)
-	// flushes tables, by creating the chain canary in each of tables and polling
-	// tables[0] every interval for it. Once the canary is gone from tables[0] it waits
-	// briefly for it to vanish from the other tables, calls reloadFunc, recreates the
-	// canaries and carries on. It returns, deleting the canaries, when stopCh is
-	// closed. Call it in its own goroutine; put the table that is cheapest to list
-	// (the emptiest) first.
+	// Monitor notices when something outside this process (a firewall reload, an
+	// "iptables -F") flushes tables or deletes chains, by creating the chain canary
+	// with one rule in it in each of tables and checking every interval that each
+	// rule is still there. Once one is gone it waits briefly for a flush in progress
+	// to reach the other tables, calls reloadFunc, recreates the canaries and carries
+	// on. It returns, deleting the canaries, when stopCh is closed. Call it in its own
+	// goroutine.
 	Monitor(canary Chain, tables []Table, reloadFunc func(), interval time.Duration, stopCh <-chan struct{})
 	// Present reports, as a nil error, whether this IP family's iptables works on this
 	// host (the binary runs and the kernel has the nat table).
