@@ -38,9 +38,12 @@
 // Other differences in when work is done: the per-service health check
 // server is only told about services with a health check node port, and
 // only when the service set or one of those services' endpoints changed
-// (upstream recounts every endpoint on every sync); a table deleted behind
-// kube-proxy's back is noticed on the next full sync (netlink's plain ENOENT
-// counts as "not found") and rebuilt, affinity sets included.
+// (upstream recounts every endpoint on every sync); a table deleted or
+// flushed behind kube-proxy's back is noticed within one syncPeriod (one
+// listing of the nat-output base chain, which is gone or empty then;
+// netlink's plain ENOENT counts as "not found") and rebuilt by a full sync,
+// affinity sets included. Upstream leaves a flushed table until its hourly
+// full sync.
 //
 // Cost floor: nft 1.0.6 dumps every chain of the ruleset into its cache
 // before any element update (~35 ms of kernel and nft time at 10k Services),

@@ -4,6 +4,7 @@ package nftables
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -78,6 +79,47 @@ func TestKernelLongNames(t *testing.T) {
 				}
 				if got := len(snapshot(t, nft)); got == 0 {
 					t.Fatal("nothing was programmed")
+				}
+			})
+		})
+	}
+}
+
+// TestKernelTableFlushedUnderneath: "nft flush table" keeps the chains, sets
+// and maps but drops every rule. The periodic check must notice it, and the
+// full sync it triggers must put back exactly what a clean sync programs.
+func TestKernelTableFlushedUnderneath(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			inNetns(t, func() {
+				ctx := context.Background()
+				s, nft := realSyncer(t, tf, nil)
+				ref, fake := newTestSyncer(t, tf, nil)
+				ms := func() []*serviceModel { return models(tf.ip, testServices...) }
+				for _, sy := range []*syncer{s, ref} {
+					if _, err := sy.sync(ctx, syncInput{full: true, services: ms()}); err != nil {
+						t.Fatalf("full sync: %v", err)
+					}
+				}
+				if s.tableMissing(ctx) {
+					t.Fatal("tableMissing reports a freshly synced table missing")
+				}
+
+				if out, err := exec.Command("nft", "flush", "table", string(familyOf(tf.family)), kubeProxyTable).CombinedOutput(); err != nil {
+					t.Fatalf("nft flush table: %v: %s", err, out)
+				}
+				if !s.tableMissing(ctx) {
+					t.Fatal("tableMissing does not notice a flushed table")
+				}
+
+				if _, err := s.sync(ctx, syncInput{full: true, services: ms()}); err != nil {
+					t.Fatalf("full sync after the flush: %v", err)
+				}
+				if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+					t.Fatalf("kernel differs from the fake after the repair (-fake +kernel):\n%s", diff)
+				}
+				if s.tableMissing(ctx) {
+					t.Fatal("tableMissing still reports the repaired table missing")
 				}
 			})
 		})

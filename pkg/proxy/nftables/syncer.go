@@ -203,17 +203,24 @@ func (s *syncer) checkEndpointMaps(ctx context.Context) error {
 	return s.nft.Check(ctx, tx)
 }
 
-// tableMissing reports whether the kernel no longer has our table. It lists the
-// rules of one small base chain: a request for one named object, which fails
-// with "not found" when the table is gone (a dump of a whole object type may
-// instead come back empty over netlink). Other errors are logged and treated
-// as "present", since a full sync would not fix them either.
+// tableMissing reports whether our rules are gone from the kernel: the table
+// was deleted, or flushed ("nft flush table" keeps chains, sets and maps but
+// drops every rule). It lists the rules of one small base chain, which always
+// holds the jump to the services chain once a full sync has run: a request for
+// one named object fails with "not found" when the table or chain is gone (a
+// dump of a whole object type may instead come back empty over netlink), and
+// comes back empty after a flush. Other errors are logged and treated as
+// "present", since a full sync would not fix them either.
 func (s *syncer) tableMissing(ctx context.Context) bool {
-	_, err := s.nft.ListRules(ctx, natOutputChain)
-	if err == nil {
+	rules, err := s.nft.ListRules(ctx, natOutputChain)
+	switch {
+	case err == nil && len(rules) == 0:
+		s.logger.Info("The nftables canary chain has no rules; the table was flushed", "chain", natOutputChain)
+		return true
+	case err == nil:
 		return false
-	}
-	if isNotFound(err) {
+	case isNotFound(err):
+		s.logger.Info("The nftables table or its canary chain is gone", "chain", natOutputChain)
 		return true
 	}
 	s.logger.Error(err, "Checking the nftables table failed")

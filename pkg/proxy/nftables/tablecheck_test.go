@@ -79,3 +79,66 @@ func TestDeletedTableRebuiltAfterSyncPeriod(t *testing.T) {
 		})
 	}
 }
+
+// flushFakeTable does what "nft flush table" does to the kernel: every chain
+// loses its rules; chains, sets, maps and elements stay. (The fake's own
+// "flush table" recreates an empty table instead.)
+func flushFakeTable(t *testing.T, fake *countingNFT) {
+	t.Helper()
+	chains, err := fake.Fake.List(context.Background(), "chains")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := fake.NewTransaction()
+	for _, name := range chains {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	if err := fake.Fake.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A table flushed from outside (chains kept, rules gone) is repaired by the
+// first sync after syncPeriod, not left until the hourly full sync.
+func TestFlushedTableRepairedAfterSyncPeriod(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			ip := tf.ip
+			p, fake := newTestProxier(t, tf, nil)
+			svc := makeService("ns1", "web", func(s *v1.Service) {
+				s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
+				s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
+			})
+			slice := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+				es.Endpoints = append(es.Endpoints, epAt(ip("10.180.0.1"), testNodeName, true, true, false))
+				es.Ports = tcpPort("http", 8080)
+			})
+			startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{slice})
+			pkt := packet{src: ip("10.1.2.3"), dst: ip("172.30.0.41"), proto: "tcp", dport: 80}
+			want := traceResult{verdict: "ACCEPT", dnat: []string{ep(ip, "10.180.0.1", 8080)}}
+			if got := newTracer(t, fake.Fake, tf.nodeIP).trace(pkt); got.String() != want.String() {
+				t.Fatalf("before the flush: got %v, want %v", got, want)
+			}
+
+			flushFakeTable(t, fake)
+			if got := newTracer(t, fake.Fake, tf.nodeIP).trace(pkt); got.String() == want.String() {
+				t.Fatalf("the flush left the service working: %v", got)
+			}
+			if !p.syncer.tableMissing(context.Background()) {
+				t.Fatal("tableMissing does not notice a flushed table")
+			}
+
+			p.lastKernelContact = time.Now().Add(-p.syncPeriod - time.Second)
+			p.tableCheckDue.Store(true)
+			if err := p.syncProxyRules(); err != nil {
+				t.Fatal(err)
+			}
+			if got := newTracer(t, fake.Fake, tf.nodeIP).trace(pkt); got.String() != want.String() {
+				t.Fatalf("after the first sync past syncPeriod: got %v, want %v", got, want)
+			}
+			if p.syncer.tableMissing(context.Background()) {
+				t.Fatal("tableMissing still reports the repaired table missing")
+			}
+		})
+	}
+}
