@@ -159,6 +159,10 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	for _, owner := range in.removed {
 		s.view.setOwner(owner, nil)
 	}
+	for _, c := range s.view.takeNewConflicts() {
+		s.logger.Info("Service ports claim the same destination; the first in namespace/name/port order is programmed where only one can be",
+			"destination", c.key, "servicePort", c.a, "conflictingServicePort", c.b)
+	}
 	pend := s.view.diff(p)
 	if p.empty() {
 		return syncResult{}, nil

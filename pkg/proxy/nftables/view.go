@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -64,6 +65,11 @@ type view struct {
 	touchedElems  [numContainers]map[string]struct{}
 	touchedChains map[string]struct{}
 	touchedSets   map[string]struct{}
+
+	// conflicts are the frontend keys wanted by more than one owner that
+	// have been reported; newConflicts those not reported yet.
+	conflicts    map[conflict]struct{}
+	newConflicts []conflict
 }
 
 const unknownTimeout = time.Duration(-1)
@@ -84,6 +90,7 @@ func newView(ipX, addrType string) *view {
 		wantSets:      map[string]time.Duration{},
 		touchedChains: map[string]struct{}{},
 		touchedSets:   map[string]struct{}{},
+		conflicts:     map[conflict]struct{}{},
 	}
 	for c := range numContainers {
 		v.haveElems[c] = map[string]string{}
@@ -179,22 +186,35 @@ func (v *view) setOwner(owner string, r *serviceRules) {
 	}
 }
 
+// claim records that owner wants element e. When several owners want the same
+// key, the first in namespace/name/port order holds it, as in the iptables
+// mode (whose first matching rule is that of the first service port in sorted
+// order), so the winner depends neither on the order in which service ports
+// were synced nor on map iteration.
 func (v *view) claim(owner string, e elemSpec) {
 	v.touchedElems[e.c][e.key] = struct{}{}
 	w := v.wantElems[e.c][e.key]
 	if w == nil {
+		v.noteConflicts(e.c, e.key, owner)
 		v.wantElems[e.c][e.key] = &wantElem{value: e.value, comment: e.comment, owner: owner}
 		return
 	}
 	if w.owner == owner {
 		return // the same service port listing a key twice (e.g. its cluster IP)
 	}
-	for _, o := range w.others {
-		if o.owner == owner {
-			return
-		}
+	i, found := slices.BinarySearchFunc(w.others, owner, func(c claim, o string) int { return compareOwners(c.owner, o) })
+	if found {
+		return
 	}
-	w.others = append(w.others, claim{owner: owner, value: e.value, comment: e.comment})
+	v.noteConflicts(e.c, e.key, owner)
+	cl := claim{owner: owner, value: e.value, comment: e.comment}
+	if compareOwners(owner, w.owner) < 0 {
+		// The newcomer sorts first: it takes the element over and the
+		// previous holder becomes the first of the others.
+		cl, w.owner, w.value, w.comment = claim{owner: w.owner, value: w.value, comment: w.comment}, owner, e.value, e.comment
+		i = 0
+	}
+	w.others = slices.Insert(w.others, i, cl)
 }
 
 func (v *view) unclaim(owner string, e elemSpec) {
@@ -213,12 +233,115 @@ func (v *view) unclaim(owner string, e elemSpec) {
 		w.others = slices.Delete(w.others, 0, 1)
 		return
 	}
-	for i, o := range w.others {
-		if o.owner == owner {
-			w.others = slices.Delete(w.others, i, i+1)
-			return
+	if i, found := slices.BinarySearchFunc(w.others, owner, func(c claim, o string) int { return compareOwners(c.owner, o) }); found {
+		w.others = slices.Delete(w.others, i, i+1)
+	}
+}
+
+// frontendContainers returns the pair of containers that together say where
+// traffic for a frontend key (an "IP . protocol . port" or a "protocol .
+// NodePort") goes, so that a key claimed in both by different owners is a
+// conflict too; ok is false for containers whose shared keys are no conflict
+// (the cluster-ips set, the hairpin set) or imply one in a frontend container.
+func frontendContainers(c container) (primary, partner container, ok bool) {
+	switch c {
+	case cServiceIPs, cNoEndpointServices:
+		return cServiceIPs, cNoEndpointServices, true
+	case cServiceNodePorts, cNoEndpointNodePorts:
+		return cServiceNodePorts, cNoEndpointNodePorts, true
+	}
+	return 0, 0, false
+}
+
+// conflict is a frontend key wanted by two owners, a sorting before b.
+type conflict struct {
+	c    container // the primary container of the frontend
+	key  string
+	a, b string
+}
+
+// noteConflicts records, once per pair of owners and frontend, that owner
+// wants a frontend key that another owner already holds or waits for. It runs
+// before owner's claim is recorded.
+func (v *view) noteConflicts(c container, key, owner string) {
+	primary, partner, ok := frontendContainers(c)
+	if !ok {
+		return
+	}
+	for _, pc := range [2]container{primary, partner} {
+		w := v.wantElems[pc][key]
+		if w == nil {
+			continue
+		}
+		v.noteConflict(primary, key, owner, w.owner)
+		for _, o := range w.others {
+			v.noteConflict(primary, key, owner, o.owner)
 		}
 	}
+}
+
+func (v *view) noteConflict(primary container, key, owner, other string) {
+	if owner == other {
+		return
+	}
+	a, b := owner, other
+	if compareOwners(a, b) > 0 {
+		a, b = b, a
+	}
+	k := conflict{c: primary, key: key, a: a, b: b}
+	if _, seen := v.conflicts[k]; seen {
+		return
+	}
+	v.conflicts[k] = struct{}{}
+	v.newConflicts = append(v.newConflicts, k)
+}
+
+// takeNewConflicts returns the conflicts found since the last call, and
+// forgets those that no longer exist, so that one reappearing is reported
+// again. A conflict that lasts is reported once, however many syncs rebuild it.
+func (v *view) takeNewConflicts() []conflict {
+	out := v.newConflicts
+	v.newConflicts = nil
+	for k := range v.conflicts {
+		if !v.wants(k.c, k.key, k.a) || !v.wants(k.c, k.key, k.b) {
+			delete(v.conflicts, k)
+		}
+	}
+	return out
+}
+
+// wants reports whether owner claims the frontend key in primary or its
+// partner container.
+func (v *view) wants(primary container, key, owner string) bool {
+	_, partner, _ := frontendContainers(primary)
+	for _, c := range [2]container{primary, partner} {
+		w := v.wantElems[c][key]
+		if w == nil {
+			continue
+		}
+		if w.owner == owner {
+			return true
+		}
+		if _, found := slices.BinarySearchFunc(w.others, owner, func(c claim, o string) int { return compareOwners(c.owner, o) }); found {
+			return true
+		}
+	}
+	return false
+}
+
+// compareOwners orders owners (ServicePortName strings, "namespace/name" or
+// "namespace/name:port") by namespace, then name, then port name, the order
+// the iptables mode writes its service rules in.
+func compareOwners(a, b string) int {
+	an, as, ap := splitOwner(a)
+	bn, bs, bp := splitOwner(b)
+	return cmp.Or(strings.Compare(an, bn), strings.Compare(as, bs), strings.Compare(ap, bp))
+}
+
+func splitOwner(owner string) (namespace, name, port string) {
+	namespace, rest, _ := strings.Cut(owner, "/")
+	name, port, _ = strings.Cut(rest, ":")
+	return namespace, name, port
 }
 
 // resetDesired forgets all desired state (a full sync recomputes it).
