@@ -201,8 +201,19 @@ func formatEndpointsList(endpoints []Endpoint) []string {
 // check so that new traffic goes elsewhere. IPs, not ip:port pairs, are
 // counted, so a pod backing two ports counts once.
 func (em EndpointsMap) LocalReadyEndpoints() map[types.NamespacedName]int {
+	return em.LocalReadyEndpointsOf(nil)
+}
+
+// LocalReadyEndpointsOf is LocalReadyEndpoints restricted to the Services for
+// which want returns true (all of them if want is nil). Health checks only
+// look at Services with a health check node port, a small share of a large
+// cluster, so a sync recounts just those.
+func (em EndpointsMap) LocalReadyEndpointsOf(want func(types.NamespacedName) bool) map[types.NamespacedName]int {
 	ips := map[types.NamespacedName]sets.Set[string]{}
 	for spn, eps := range em {
+		if want != nil && !want(spn.NamespacedName) {
+			continue
+		}
 		for _, ep := range eps {
 			if ep == nil || !ep.IsReady() || !ep.IsLocal() {
 				continue

@@ -77,25 +77,32 @@ func TestBadInputIsSkipped(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, fake := newTestProxier(t, tf, nil)
-			startProxier(p, nil, nil) // initial (empty) full sync
+			p, _ := newTestProxier(t, tf, nil)
+			b := (*rulesBackend)(p)
 			spn := name(strings.ReplaceAll(tc.name, " ", "-"))
-			p.mu.Lock()
-			p.svcPortMap[spn] = tc.svc
-			p.endpointsMap[spn] = tc.eps
-			p.needFullSync = true
-			p.mu.Unlock()
-			if err := p.syncProxyRules(); err != nil {
-				t.Fatalf("bad input must not fail the sync: %v", err)
+			if valid := b.ValidServicePort(spn, tc.svc); valid == tc.skipped {
+				t.Fatalf("ValidServicePort = %v, want %v", valid, !tc.skipped)
 			}
-			_, synced := p.synced[spn]
-			if synced == tc.skipped {
-				t.Fatalf("skipped=%v, want %v", !synced, tc.skipped)
+			if tc.skipped {
+				return
 			}
-			if tc.wantDNATs != nil {
-				runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
-					{name: "valid endpoint served", src: "10.1.2.3", dst: tc.svc.clusterIP.String(), port: 80, verdict: "ACCEPT", dnat: tc.wantDNATs},
-				})
+			// What the shell resolves traffic policy over, and so what the
+			// rules can contain.
+			kept := proxy.UsableEndpoints(tc.eps, func(ep proxy.Endpoint) bool { return b.ValidEndpoint(spn, ep) }, nil)
+			var got []string
+			for _, ep := range kept {
+				got = append(got, ep.String())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.wantDNATs, ",") {
+				t.Fatalf("usable endpoints = %v, want %v", got, tc.wantDNATs)
+			}
+			m, _ := p.model(spn, tc.svc, &proxy.TrafficPolicy{ClusterEndpoints: kept, ReachableEndpoints: kept, HasEndpoints: len(kept) > 0})
+			var modelled []string
+			for _, ep := range m.clusterEndpoints {
+				modelled = append(modelled, ep.endpoint)
+			}
+			if strings.Join(modelled, ",") != strings.Join(tc.wantDNATs, ",") {
+				t.Fatalf("modelled endpoints = %v, want %v", modelled, tc.wantDNATs)
 			}
 		})
 	}

@@ -52,11 +52,9 @@ func TestProxierBrainFeatures(t *testing.T) {
 		t.Run(string(tf.family), func(t *testing.T) {
 			ip := tf.ip
 			family := []v1.IPFamily{tf.family}
-			p, fake := newTestProxier(t, tf, nil)
 			ct := fakeconntrack.NewFake()
-			p.conntrack = ct
 			hs := &recordingHealthServer{}
-			p.serviceHealthServer = hs
+			p, fake := newTestProxierWith(t, tf, nil, nil, ct, hs)
 
 			svcs := []*v1.Service{
 				// Two LoadBalancer ingress IPs: a VIP, which the node
@@ -134,7 +132,7 @@ func TestProxierBrainFeatures(t *testing.T) {
 			})
 
 			p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "zone-a"})
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
@@ -174,7 +172,7 @@ func TestProxierBrainFeatures(t *testing.T) {
 			stale, kept := flow("10.1.2.3", "10.180.1.54"), flow("10.1.2.4", "10.180.0.54")
 			ct.AddEntries(stale, kept)
 			p.OnEndpointSliceUpdate(slices[3], dnsSlice("10.180.0.54"))
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			deleted := ct.Deleted()
@@ -196,7 +194,7 @@ func TestProxierBrainFeatures(t *testing.T) {
 					epAt(ip("10.180.1.53"), testNodeName, true, true, false),
 				}
 			}))
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			hs.mu.Lock()
@@ -230,7 +228,7 @@ func TestProxierSyncFailureMetric(t *testing.T) {
 	}
 	p.OnServiceDelete(svc)
 	fake.failNext.Store(true)
-	if err := p.syncProxyRules(); err == nil {
+	if err := p.SyncNow(); err == nil {
 		t.Fatal("expected the sync to fail")
 	}
 	after, err := testutil.GetCounterMetricValue(counter)

@@ -36,6 +36,14 @@ func newTestProxier(t *testing.T, tf testFamily, mutate func(*kubeproxyconfig.Ku
 // newTestProxierOver is newTestProxier with the fake seen through wrap.
 func newTestProxierOver(t *testing.T, tf testFamily, mutate func(*kubeproxyconfig.KubeProxyConfiguration), wrap func(*countingNFT) knftables.Interface) (*Proxier, *countingNFT) {
 	t.Helper()
+	return newTestProxierWith(t, tf, mutate, wrap, conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer())
+}
+
+// newTestProxierWith is newTestProxierOver with the conntrack client and the
+// service health server given.
+func newTestProxierWith(t *testing.T, tf testFamily, mutate func(*kubeproxyconfig.KubeProxyConfiguration), wrap func(*countingNFT) knftables.Interface,
+	ct conntrack.Interface, hs healthcheck.ServiceHealthServer) (*Proxier, *countingNFT) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
 	cfg.NFTables.MasqueradeBit = ptr.To[int32](14)
@@ -58,7 +66,7 @@ func newTestProxierOver(t *testing.T, tf testFamily, mutate func(*kubeproxyconfi
 	}
 	p, err := newProxier(ctx, nft, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
 		net.ParseIP(tf.nodeIP), proxyutil.NewNodePortAddresses(tf.family, cfg.NodePortAddresses), nw,
-		conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer(), nil)
+		ct, hs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +205,7 @@ func TestProxierBehaviour(t *testing.T) {
 				es.Ports = tcpPort("http", 8080)
 				es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.1.1"), "node2", true, true, false)}
 			}))
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			if fake.lists.Load() != lists {
@@ -209,7 +217,7 @@ func TestProxierBehaviour(t *testing.T) {
 
 			// No-op sync: no kernel call at all.
 			runs := fake.runs.Load()
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			if fake.runs.Load() != runs || fake.lists.Load() != lists {
@@ -218,7 +226,7 @@ func TestProxierBehaviour(t *testing.T) {
 
 			// Service deleted: its elements go, its chains are flushed.
 			p.OnServiceDelete(svcs[3])
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, []flowCase{
@@ -227,7 +235,7 @@ func TestProxierBehaviour(t *testing.T) {
 
 			// A ServiceCIDR change is applied by a partial sync.
 			p.OnServiceCIDRsChanged([]string{"172.31.0.0/16", "fd00:172:31::/96"})
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			if fake.lists.Load() != lists {
@@ -278,14 +286,14 @@ func TestProxierFailureForcesFullSync(t *testing.T) {
 	es2.Endpoints[0].Addresses = []string{"10.180.0.9"}
 	p.OnEndpointSliceUpdate(es, es2)
 	fake.failNext.Store(true)
-	if err := p.syncProxyRules(); err == nil {
+	if err := p.SyncNow(); err == nil {
 		t.Fatal("expected failure")
 	}
-	if !p.needFullSync {
+	if !p.NeedsFullSync() {
 		t.Fatal("a failed sync must schedule a full sync")
 	}
 	lists := fake.lists.Load()
-	if err := p.syncProxyRules(); err != nil {
+	if err := p.SyncNow(); err != nil {
 		t.Fatal(err)
 	}
 	if fake.lists.Load() == lists {

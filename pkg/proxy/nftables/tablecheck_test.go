@@ -3,7 +3,6 @@ package nftables
 import (
 	"context"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -38,7 +37,7 @@ func TestDeletedTableRebuiltAfterSyncPeriod(t *testing.T) {
 			}
 
 			runs, lists := fake.runs.Load(), fake.lists.Load()
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			if fake.runs.Load() != runs || fake.lists.Load() != lists {
@@ -48,9 +47,8 @@ func TestDeletedTableRebuiltAfterSyncPeriod(t *testing.T) {
 				t.Fatal("table came back without a sync doing anything")
 			}
 
-			p.lastKernelContact = time.Now().Add(-p.syncPeriod - time.Second)
-			p.tableCheckDue.Store(true)
-			if err := p.syncProxyRules(); err != nil {
+			p.RequestRulesCheck()
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			if fake.Table == nil {
@@ -68,9 +66,8 @@ func TestDeletedTableRebuiltAfterSyncPeriod(t *testing.T) {
 
 			// With the table present, the periodic check costs one listing and no transaction.
 			runs, lists = fake.runs.Load(), fake.lists.Load()
-			p.lastKernelContact = time.Now().Add(-p.syncPeriod - time.Second)
-			p.tableCheckDue.Store(true)
-			if err := p.syncProxyRules(); err != nil {
+			p.RequestRulesCheck()
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			if got := fake.lists.Load() - lists; got != 1 || fake.runs.Load() != runs {
@@ -128,9 +125,8 @@ func TestFlushedTableRepairedAfterSyncPeriod(t *testing.T) {
 				t.Fatal("tableMissing does not notice a flushed table")
 			}
 
-			p.lastKernelContact = time.Now().Add(-p.syncPeriod - time.Second)
-			p.tableCheckDue.Store(true)
-			if err := p.syncProxyRules(); err != nil {
+			p.RequestRulesCheck()
+			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
 			if got := newTracer(t, fake.Fake, tf.nodeIP).trace(pkt); got.String() != want.String() {

@@ -1,0 +1,20 @@
+// Package syncshell is the per-IP-family sync loop every backend sits on:
+// the iptables, nftables, ipvs and winkernel proxiers and the library's
+// proxyrun.
+//
+// A Shell owns what is the same for all of them: the Service and EndpointSlice
+// change trackers and the informer handlers feeding them, the bounded-frequency
+// runner, the choice between a full and a partial sync (a full one first, after
+// a failed sync, after a topology change, periodically if asked, and when the
+// backend's RulesChecker finds its rules gone), the traffic-policy decision for
+// each changed service port (proxy.ResolveTrafficPolicy, cached per port), and
+// the report after a sync: sync and network-programming latency metrics, the
+// no-local-endpoints totals, healthz, the per-service health check servers and
+// stale UDP conntrack cleanup.
+//
+// A backend implements Backend: it is handed an Update (what changed, or
+// everything) and programs it. It never re-decides traffic policy.
+//
+// It may import the brain (k8s.io/kube-proxy/pkg/proxy and its config,
+// runner, healthcheck, metrics, conntrack and util packages), never a backend.
+package syncshell

@@ -1,0 +1,574 @@
+package syncshell
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/runner"
+)
+
+// Backend programs one IP family's rules. The Shell calls Sync with its lock
+// held, so never concurrently, and only once both informers have listed.
+type Backend interface {
+	// Sync programs u. A backend that cannot do what u asks returns an
+	// error; the Shell then retries later with a full sync, because the
+	// changes u described have been consumed from the trackers.
+	Sync(ctx context.Context, u *Update) (Outcome, error)
+}
+
+// RulesChecker is implemented by backends that can cheaply tell whether
+// their rules were removed behind their back (a firewall reload, `nft flush
+// ruleset`). When Options.CheckInterval is set the Shell asks once per
+// interval, and a "yes" turns that sync into a full one.
+type RulesChecker interface {
+	RulesMissing(ctx context.Context) bool
+}
+
+// Validator is implemented by backends that cannot program every service
+// port or endpoint the trackers accept (a name that cannot be put into a rule
+// comment, an address of the wrong family from a foreign Endpoint
+// implementation). The Shell leaves those out before resolving traffic
+// policy, so they count nowhere; the backend logs why.
+type Validator interface {
+	ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool
+	ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool
+}
+
+// Outcome is what a backend reports about a successful (or failed) sync.
+type Outcome struct {
+	// Full says the backend rewrote everything although Update.Full was
+	// false (it may decide so, for example when its rule shape changes).
+	Full bool
+	// Programmed says the kernel (or HNS) was written to; a RulesChecker is
+	// not consulted within half a CheckInterval of that.
+	Programmed bool
+	// SyncAgainAfter asks for another sync after this delay, for work the
+	// backend must leave for later (chains the kernel does not yet let go).
+	SyncAgainAfter time.Duration
+	// NoPeriodicFullSync asks the Shell to skip FullSyncInterval's periodic
+	// full syncs until a later Outcome says otherwise (iptables in large
+	// clusters, as upstream).
+	NoPeriodicFullSync bool
+}
+
+// Update is what a backend is asked to program.
+type Update struct {
+	// Full asks for every rule to be written (and leftovers removed), not
+	// just those of changed Services.
+	Full bool
+	// Services and Endpoints are the current state. The backend must not
+	// modify them.
+	Services  proxy.ServicePortMap
+	Endpoints proxy.EndpointsMap
+	// ServicesChanged is set when a Service object changed since the last
+	// sync, so service ports may have appeared or gone.
+	ServicesChanged bool
+	// RemovedPorts lists the service ports that existed at the previous sync
+	// and are gone (or became unprogrammable) now.
+	RemovedPorts []proxy.ServicePortName
+	// ServiceCIDRs are this family's ServiceCIDRs, canonical and sorted;
+	// ServiceCIDRsChanged is set when they differ from the last successful
+	// sync's.
+	ServiceCIDRs        []string
+	ServiceCIDRsChanged bool
+	// ConntrackCleanupRequired is set when a UDP service port's endpoints
+	// changed; the Shell cleans stale entries after a successful sync when
+	// it has a conntrack client.
+	ConntrackCleanupRequired bool
+
+	changed  sets.Set[types.NamespacedName]
+	policies map[proxy.ServicePortName]*proxy.TrafficPolicy
+}
+
+// Changed reports whether the Service name's ports or endpoints changed
+// since the last sync; always true for a full sync.
+func (u *Update) Changed(name types.NamespacedName) bool {
+	return u.Full || u.changed.Has(name)
+}
+
+// ChangedServices returns the Services Changed reports; nil for a full sync.
+func (u *Update) ChangedServices() sets.Set[types.NamespacedName] {
+	if u.Full {
+		return nil
+	}
+	return u.changed
+}
+
+// Policy returns the resolved traffic policy of a service port, or nil if
+// the port is not to be programmed (see Validator).
+func (u *Update) Policy(name proxy.ServicePortName) *proxy.TrafficPolicy {
+	return u.policies[name]
+}
+
+// HealthRecorder is told when a family has a change queued and when it
+// synced; *healthcheck.ProxyHealthServer implements it.
+type HealthRecorder interface {
+	QueuedUpdate(ipFamily v1.IPFamily)
+	Updated(ipFamily v1.IPFamily)
+}
+
+var _ HealthRecorder = &healthcheck.ProxyHealthServer{}
+
+// Options configure a Shell.
+type Options struct {
+	// Family is the IP family this Shell proxies.
+	Family v1.IPFamily
+	// NodeName is this node: endpoints on it are local.
+	NodeName string
+	// MakeServicePort and MakeEndpoint let the backend attach its own data to
+	// what the trackers produce (nil: the brain's base types).
+	MakeServicePort func(*v1.ServicePort, *v1.Service, *proxy.BaseServicePortInfo) proxy.ServicePort
+	MakeEndpoint    func(*proxy.BaseEndpointInfo, *proxy.ServicePortName) proxy.Endpoint
+	// ProcessEndpointsMapChange is passed to the EndpointsChangeTracker.
+	ProcessEndpointsMapChange func(oldEndpointsMap, newEndpointsMap proxy.EndpointsMap)
+
+	// MinInterval folds changes arriving closer together into one sync
+	// (--*-min-sync-period). RetryInterval is how soon a failed sync is
+	// retried (--*-sync-period). MaxInterval is the longest time between
+	// syncs without any change.
+	MinInterval, RetryInterval, MaxInterval time.Duration
+	// FullSyncInterval makes a sync full when the last full one is older
+	// than this; 0 never does.
+	FullSyncInterval time.Duration
+	// CheckInterval is how often a RulesChecker backend is asked whether its
+	// rules are still there; 0 never asks.
+	CheckInterval time.Duration
+	// SyncWhenInitialized syncs at once, on the informer-handler goroutine,
+	// when the second informer has listed (kube-proxy's proxiers do); else
+	// the first sync waits for the loop.
+	SyncWhenInitialized bool
+
+	// Health hears of queued changes and successful syncs (nil: nobody).
+	Health HealthRecorder
+	// ServiceHealth serves the health check node ports (nil: none).
+	ServiceHealth healthcheck.ServiceHealthServer
+	// Conntrack cleans stale UDP flows after endpoint changes (nil: no
+	// cleanup).
+	Conntrack conntrack.Interface
+	// Logger logs with the family already attached; klog.FromContext(ctx)
+	// when unset.
+	Logger *klog.Logger
+}
+
+// Shell is one IP family's sync loop. It implements the event half of
+// proxy.Provider (through the embedded TrackerHandlers) plus Sync and
+// SyncLoop; a proxier embeds it and adds OnServiceCIDRsChanged only if it
+// needs to (Shell's records the CIDRs for Update).
+type Shell struct {
+	*proxy.TrackerHandlers
+
+	opts     Options
+	backend  Backend
+	checker  RulesChecker
+	validate Validator
+	logger   klog.Logger
+
+	serviceChanges   *proxy.ServiceChangeTracker
+	endpointsChanges *proxy.EndpointsChangeTracker
+	runner           *runner.BoundedFrequencyRunner
+
+	ctx          atomic.Pointer[context.Context]
+	checkDue     atomic.Bool
+	checkForced  atomic.Bool
+	againQueued  atomic.Bool
+	loopStarted  atomic.Bool
+	successCount atomic.Uint64
+
+	mu                 sync.Mutex // guards everything below
+	services           proxy.ServicePortMap
+	endpoints          proxy.EndpointsMap
+	topology           map[string]string
+	policies           map[proxy.ServicePortName]*proxy.TrafficPolicy
+	noLocalInt         int
+	noLocalExt         int
+	needFull           bool
+	lastFull           time.Time
+	lastProgrammed     time.Time
+	noPeriodicFull     bool
+	serviceCIDRs       []string
+	cidrsChanged       bool
+	healthCheckPorts   map[types.NamespacedName]uint16
+	healthCheckChanged bool
+}
+
+// New returns a Shell driving b. ctx is used for syncs run by the loop and
+// the handlers until SyncLoop or Run replaces it.
+func New(ctx context.Context, opts Options, b Backend) (*Shell, error) {
+	if b == nil {
+		return nil, errors.New("syncshell: nil backend")
+	}
+	if opts.Family != v1.IPv4Protocol && opts.Family != v1.IPv6Protocol {
+		return nil, fmt.Errorf("syncshell: invalid IP family %q", opts.Family)
+	}
+	if opts.MinInterval < 0 || (opts.MaxInterval > 0 && opts.MaxInterval < opts.MinInterval) {
+		return nil, fmt.Errorf("syncshell: sync intervals must satisfy 0 <= min (%v) <= max (%v)", opts.MinInterval, opts.MaxInterval)
+	}
+	if opts.MaxInterval == 0 {
+		opts.MaxInterval = time.Hour
+	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = max(opts.MinInterval, time.Second)
+	}
+	s := &Shell{
+		opts:      opts,
+		backend:   b,
+		services:  proxy.ServicePortMap{},
+		endpoints: proxy.EndpointsMap{},
+		policies:  map[proxy.ServicePortName]*proxy.TrafficPolicy{},
+		needFull:  true,
+	}
+	s.checker, _ = b.(RulesChecker)
+	s.validate, _ = b.(Validator)
+	if opts.Logger != nil {
+		s.logger = *opts.Logger
+	} else {
+		s.logger = klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", opts.Family)
+	}
+	s.ctx.Store(&ctx)
+	s.serviceChanges = proxy.NewServiceChangeTracker(opts.Family, opts.MakeServicePort, nil)
+	s.endpointsChanges = proxy.NewEndpointsChangeTracker(opts.Family, opts.NodeName, opts.MakeEndpoint, opts.ProcessEndpointsMapChange)
+	s.TrackerHandlers = proxy.NewTrackerHandlers(s.serviceChanges, s.endpointsChanges, s.Sync, s.informerSynced, s.setTopology)
+	s.runner = runner.NewBoundedFrequencyRunner("sync-runner", s.SyncNow,
+		opts.MinInterval, opts.RetryInterval, opts.MaxInterval)
+	return s, nil
+}
+
+// informerSynced is TrackerHandlers' callback for an informer that finished
+// listing; it does nothing until both have.
+func (s *Shell) informerSynced() {
+	if !s.Initialized() {
+		return
+	}
+	if s.opts.SyncWhenInitialized {
+		_ = s.SyncNow()
+	} else if s.loopStarted.Load() {
+		s.runner.Run()
+	}
+}
+
+// Sync requests a sync as soon as MinInterval allows (proxy.Provider).
+func (s *Shell) Sync() {
+	if s.opts.Health != nil {
+		s.opts.Health.QueuedUpdate(s.opts.Family)
+	}
+	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(s.opts.Family)).SetToCurrentTime()
+	s.runner.Run()
+}
+
+// SyncLoop runs the sync loop until the process exits (proxy.Provider).
+func (s *Shell) SyncLoop() { s.Run(*s.ctx.Load()) }
+
+// Run runs the sync loop until ctx is done. Syncs run by the loop use ctx.
+func (s *Shell) Run(ctx context.Context) {
+	s.ctx.Store(&ctx)
+	// Report healthy at start in case no sync ever succeeds, so that the
+	// health timeout measures from now.
+	if s.opts.Health != nil {
+		s.opts.Health.Updated(s.opts.Family)
+	}
+	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(s.opts.Family)).SetToCurrentTime()
+	s.loopStarted.Store(true)
+	if s.checker != nil && s.opts.CheckInterval > 0 {
+		// A sync without changes makes no kernel call, so a table removed
+		// from outside would be noticed only at the next change: ask the
+		// backend's cheap check once per interval.
+		go wait.Until(func() {
+			s.checkDue.Store(true)
+			s.runner.Run()
+		}, s.opts.CheckInterval, ctx.Done())
+	}
+	if s.Initialized() {
+		s.runner.Run()
+	}
+	s.runner.Loop(ctx.Done())
+}
+
+// RequestFullSync makes the next sync full, for a backend's own detector of
+// removed rules (iptables' canary Monitor) or a caller that knows the rules
+// were disturbed.
+func (s *Shell) RequestFullSync() {
+	s.mu.Lock()
+	s.needFull = true
+	s.mu.Unlock()
+}
+
+// RequestRulesCheck makes the next sync ask the backend's RulesChecker
+// whether its rules are still there, however recently they were written (for
+// a caller that learned of a firewall reload, and for tests).
+func (s *Shell) RequestRulesCheck() { s.checkForced.Store(true) }
+
+// NeedsFullSync reports whether the next sync will be full: before the first
+// one, after a failed one, and after RequestFullSync or a topology change.
+func (s *Shell) NeedsFullSync() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.needFull
+}
+
+// Syncs returns how many syncs succeeded so far; tests and dry runs use it
+// to wait for one.
+func (s *Shell) Syncs() uint64 { return s.successCount.Load() }
+
+// setTopology is TrackerHandlers' topology callback: new labels change which
+// endpoints every Service uses, so the next sync is full.
+func (s *Shell) setTopology(labels map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.topology != nil && maps.Equal(s.topology, labels) {
+		return
+	}
+	s.topology = maps.Clone(labels)
+	s.needFull = true
+	s.logger.V(4).Info("Updated proxier node topology labels", "labels", labels)
+}
+
+// OnServiceCIDRsChanged records this family's ServiceCIDRs for the next
+// Update (proxy.Provider). Invalid and other-family ranges are left out.
+func (s *Shell) OnServiceCIDRsChanged(cidrs []string) {
+	var mine []string
+	for _, cidr := range cidrs {
+		_, n, err := netutils.ParseCIDRSloppy(cidr)
+		if err != nil {
+			s.logger.Error(err, "Ignoring invalid ServiceCIDR", "cidr", cidr)
+			continue
+		}
+		isV4 := len(n.Mask) == net.IPv4len
+		if !isV4 && n.IP.To4() != nil {
+			// IPv4-mapped IPv6 ranges are not valid ServiceCIDRs and print
+			// as IPv4, which neither family's rules accept.
+			s.logger.Error(nil, "Ignoring IPv4-mapped IPv6 ServiceCIDR", "cidr", cidr)
+			continue
+		}
+		if (s.opts.Family == v1.IPv4Protocol) == isV4 {
+			mine = append(mine, n.String())
+		}
+	}
+	slices.Sort(mine)
+	mine = slices.Compact(mine)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Equal(mine, s.serviceCIDRs) {
+		s.serviceCIDRs = mine
+		s.cidrsChanged = true
+	}
+}
+
+// SyncNow runs one sync on the calling goroutine and returns its error. A
+// sync before both informers have listed does nothing.
+func (s *Shell) SyncNow() error { return s.SyncContext(*s.ctx.Load()) }
+
+// SyncContext is SyncNow with the context the backend is given.
+func (s *Shell) SyncContext(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.Initialized() {
+		s.logger.V(2).Info("Not syncing until Services and EndpointSlices have been received")
+		return nil
+	}
+	start := time.Now()
+	full := s.needFull ||
+		(s.opts.FullSyncInterval > 0 && !s.noPeriodicFull && start.Sub(s.lastFull) > s.opts.FullSyncInterval)
+	forced := s.checkForced.Swap(false)
+	if due := s.checkDue.Swap(false); !full && s.checker != nil && (forced || (due && start.Sub(s.lastProgrammed) >= s.opts.CheckInterval/2)) {
+		if s.checker.RulesMissing(ctx) {
+			s.logger.Info("Rules were removed behind kube-proxy's back; rewriting them with a full sync")
+			full = true
+		}
+		s.lastProgrammed = start
+	}
+
+	svcResult := s.services.Update(s.serviceChanges)
+	epResult := s.endpoints.Update(s.endpointsChanges)
+	u := &Update{
+		Full:                     full,
+		Services:                 s.services,
+		Endpoints:                s.endpoints,
+		ServicesChanged:          svcResult.UpdatedServices.Len() > 0,
+		ServiceCIDRs:             s.serviceCIDRs,
+		ServiceCIDRsChanged:      s.cidrsChanged,
+		ConntrackCleanupRequired: epResult.ConntrackCleanupRequired,
+		policies:                 s.policies,
+	}
+	if !full {
+		u.changed = svcResult.UpdatedServices.Union(epResult.UpdatedServices)
+	}
+	u.RemovedPorts = s.resolvePolicies(u)
+	if u.ServicesChanged || full {
+		s.healthCheckChanged = true
+	}
+	s.logger.V(2).Info("Syncing rules", "fullSync", full)
+
+	out, err := s.backend.Sync(ctx, u)
+	full = full || out.Full
+	elapsed := metrics.SinceInSeconds(start)
+	family := string(s.opts.Family)
+	metrics.SyncProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
+	if full {
+		metrics.SyncFullProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
+	} else {
+		metrics.SyncPartialProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
+	}
+	if out.Programmed {
+		s.lastProgrammed = time.Now()
+	}
+	s.noPeriodicFull = out.NoPeriodicFullSync
+	if out.SyncAgainAfter > 0 && !s.againQueued.Swap(true) {
+		time.AfterFunc(out.SyncAgainAfter, func() {
+			s.againQueued.Store(false)
+			s.runner.Run()
+		})
+	}
+	if err != nil {
+		// The trackers' changes are consumed; only a full sync can bring
+		// the rules back in line with them.
+		s.needFull = true
+		s.logger.Error(err, "Sync failed", "retryingTime", s.opts.RetryInterval)
+		return fmt.Errorf("%s sync: %w", family, err)
+	}
+	s.needFull = false
+	s.cidrsChanged = false
+	if full {
+		s.lastFull = time.Now()
+	}
+	s.logger.V(2).Info("SyncProxyRules complete", "elapsed", time.Since(start), "fullSync", full, "servicePorts", len(s.services))
+	s.report(u, epResult)
+	s.successCount.Add(1)
+	return nil
+}
+
+// resolvePolicies brings the per-port traffic policies up to date for the
+// ports u says changed (all of them for a full sync) and returns the ports
+// whose policy went away. The no-local-endpoint counts follow the cache.
+func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
+	var removed []proxy.ServicePortName
+	if u.Full || u.ServicesChanged {
+		for name := range s.policies {
+			if _, ok := s.services[name]; !ok {
+				removed = append(removed, name)
+				s.forgetPolicy(name)
+			}
+		}
+	}
+	for name, svc := range s.services {
+		if !u.Changed(name.NamespacedName) {
+			continue
+		}
+		s.forgetPolicy(name)
+		if s.validate != nil && !s.validate.ValidServicePort(name, svc) {
+			removed = append(removed, name)
+			continue
+		}
+		eps := s.endpoints[name]
+		if s.validate != nil {
+			eps = proxy.UsableEndpoints(eps, func(ep proxy.Endpoint) bool { return s.validate.ValidEndpoint(name, ep) }, nil)
+		}
+		tp := proxy.ResolveTrafficPolicy(svc, eps, s.opts.NodeName, s.topology)
+		s.policies[name] = &tp
+		if tp.NoLocalInternal() {
+			s.noLocalInt++
+		}
+		if tp.NoLocalExternal() {
+			s.noLocalExt++
+		}
+	}
+	slices.SortFunc(removed, compareNames)
+	return removed
+}
+
+func (s *Shell) forgetPolicy(name proxy.ServicePortName) {
+	tp := s.policies[name]
+	if tp == nil {
+		return
+	}
+	if tp.NoLocalInternal() {
+		s.noLocalInt--
+	}
+	if tp.NoLocalExternal() {
+		s.noLocalExt--
+	}
+	delete(s.policies, name)
+}
+
+func compareNames(a, b proxy.ServicePortName) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Port, b.Port))
+}
+
+// report runs after a successful sync: metrics, health, conntrack.
+func (s *Shell) report(u *Update, epResult proxy.UpdateEndpointsMapResult) {
+	family := string(s.opts.Family)
+	for name, times := range epResult.LastChangeTriggerTimes {
+		for _, t := range times {
+			latency := metrics.SinceInSeconds(t)
+			metrics.NetworkProgrammingLatency.WithLabelValues(family).Observe(latency)
+			s.logger.V(4).Info("Network programming", "endpoint", klog.KRef(name.Namespace, name.Name), "elapsed", latency)
+		}
+	}
+	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("internal", family).Set(float64(s.noLocalInt))
+	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("external", family).Set(float64(s.noLocalExt))
+	if s.opts.Health != nil {
+		s.opts.Health.Updated(s.opts.Family)
+	}
+	metrics.SyncProxyRulesLastTimestamp.WithLabelValues(family).SetToCurrentTime()
+	s.syncServiceHealth(u)
+	if u.ConntrackCleanupRequired && s.opts.Conntrack != nil {
+		conntrack.CleanStaleEntries(s.opts.Conntrack, s.opts.Family, s.services, s.endpoints)
+	}
+}
+
+// syncServiceHealth tells the per-service health check server which Services
+// it serves and how many local ready endpoints each has. Upstream recounts
+// every Service's endpoints on every sync; at 10k services that is most of a
+// one-endpoint sync's CPU. The server only looks at Services with a health
+// check node port, so only those are counted, and only when the Service set
+// changed or one of them had an endpoint change.
+func (s *Shell) syncServiceHealth(u *Update) {
+	hs := s.opts.ServiceHealth
+	if hs == nil {
+		return
+	}
+	recount := s.healthCheckChanged || s.healthCheckPorts == nil
+	if recount {
+		s.healthCheckPorts = s.services.HealthCheckNodePorts()
+		if err := hs.SyncServices(s.healthCheckPorts); err != nil {
+			s.logger.Error(err, "Error syncing healthcheck services")
+		}
+		s.healthCheckChanged = false
+	} else {
+		for name := range u.ChangedServices() {
+			if _, ok := s.healthCheckPorts[name]; ok {
+				recount = true
+				break
+			}
+		}
+	}
+	if !recount {
+		return
+	}
+	counts := s.endpoints.LocalReadyEndpointsOf(func(name types.NamespacedName) bool {
+		_, ok := s.healthCheckPorts[name]
+		return ok
+	})
+	if err := hs.SyncEndpoints(counts); err != nil {
+		s.logger.Error(err, "Error syncing healthcheck endpoints")
+	}
+}
