@@ -62,8 +62,11 @@ func validate(cfg *config.KubeProxyConfiguration, goos string, baseGate featureg
 		errs = append(errs, field.Invalid(root.Child("MinSyncPeriod"), cfg.MinSyncPeriod, "must be greater than or equal to 0"))
 	}
 	if cfg.MinSyncPeriod.Duration > cfg.SyncPeriod.Duration {
-		errs = append(errs, field.Invalid(root.Child("SyncPeriod"), cfg.MinSyncPeriod,
-			fmt.Sprintf("must be greater than or equal to %s", root.Child("MinSyncPeriod"))))
+		// Reported on SyncPeriod, as upstream does, but with SyncPeriod's own value
+		// and the minimum it falls short of: upstream shows MinSyncPeriod's value
+		// here, which reads as if the minimum itself were wrong.
+		errs = append(errs, field.Invalid(root.Child("SyncPeriod"), cfg.SyncPeriod,
+			fmt.Sprintf("must be greater than or equal to %s (%s)", root.Child("MinSyncPeriod"), cfg.MinSyncPeriod.Duration)))
 	}
 
 	// With NodeIPOverride set, BindAddress is derived from it and validated there.

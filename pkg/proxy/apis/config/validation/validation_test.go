@@ -320,3 +320,43 @@ func loggingDefaults() logsapi.LoggingConfiguration {
 	logsapi.SetRecommendedLoggingConfiguration(&l)
 	return l
 }
+
+// The relation between the two periods is reported on syncPeriod with syncPeriod's
+// own value and the minimum it must reach, so that neither value is misattributed.
+func TestValidateSyncPeriodRelationMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		sync, minSync time.Duration
+		want          []string
+		notWant       []string
+	}{
+		{name: "minimum above period", sync: time.Second, minSync: time.Hour,
+			want: []string{
+				`KubeProxyConfiguration.SyncPeriod: Invalid value: "1s"`,
+				"must be greater than or equal to KubeProxyConfiguration.MinSyncPeriod (1h0m0s)",
+			},
+			notWant: []string{`Invalid value: "1h0m0s"`}},
+		{name: "one nanosecond apart", sync: 30 * time.Second, minSync: 30*time.Second + 1,
+			want: []string{`SyncPeriod: Invalid value: "30s"`, "MinSyncPeriod (30.000000001s)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := validConfig()
+			cfg.SyncPeriod.Duration, cfg.MinSyncPeriod.Duration = tc.sync, tc.minSync
+			errs := Validate(cfg)
+			if len(errs) != 1 {
+				t.Fatalf("want one error, got %v", errs)
+			}
+			msg := errs.ToAggregate().Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not mention %q", msg, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(msg, w) {
+					t.Errorf("%q mentions %q", msg, w)
+				}
+			}
+		})
+	}
+}
