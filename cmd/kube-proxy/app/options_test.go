@@ -153,6 +153,8 @@ func TestOptionsErrors(t *testing.T) {
 		config string
 		args   []string
 		want   []string
+		// notWant lists substrings the error must not contain.
+		notWant []string
 	}{
 		{name: "unknown flag", args: []string{"--no-such-flag"}, want: []string{"no-such-flag"}},
 		{name: "bad int", args: []string{"--iptables-masquerade-bit=abc"}, want: []string{"iptables-masquerade-bit", "abc"}},
@@ -166,6 +168,36 @@ func TestOptionsErrors(t *testing.T) {
 		{name: "dry run with cleanup", args: []string{"--dry-run", "--cleanup"}, want: []string{"--dry-run"}},
 		{name: "bad write-config-version", args: []string{"--write-config-version=v2"}, want: []string{"write-config-version", "v2"}},
 		{name: "unknown feature gate", args: []string{"--feature-gates=NoSuchGateAnywhere=true"}, want: []string{"NoSuchGateAnywhere"}},
+		{
+			name:    "minimum sync period above the period names each with its own value",
+			args:    []string{"--iptables-min-sync-period", "1h", "--iptables-sync-period", "1s"},
+			want:    []string{`KubeProxyConfiguration.SyncPeriod: Invalid value: "1s"`, "KubeProxyConfiguration.MinSyncPeriod (1h0m0s)"},
+			notWant: []string{`Invalid value: "1h0m0s"`},
+		},
+		{
+			name:    "overflowing duration says so",
+			args:    []string{"--iptables-sync-period", "999999999h"},
+			want:    []string{"--iptables-sync-period", "999999999h", "out of range"},
+			notWant: []string{"must be a duration"},
+		},
+		{
+			name:    "overflowing negative duration on another duration flag",
+			args:    []string{"--conntrack-tcp-timeout-established=-9999999999999999999ns"},
+			want:    []string{"--conntrack-tcp-timeout-established", "-9999999999999999999ns", "out of range"},
+			notWant: []string{"must be a duration"},
+		},
+		{
+			name:    "malformed duration keeps saying what a duration looks like",
+			args:    []string{"--config-sync-period=soon"},
+			want:    []string{"--config-sync-period", "soon", `like "30s" or "5m"`},
+			notWant: []string{"out of range"},
+		},
+		{
+			name:    "duration without a unit is malformed, not out of range",
+			args:    []string{"--iptables-sync-period=99999999999999999999"},
+			want:    []string{"--iptables-sync-period", `like "30s" or "5m"`},
+			notWant: []string{"out of range"},
+		},
 		{name: "missing config file", args: []string{"--config=/nonexistent/kp.yaml"}, want: []string{"/nonexistent/kp.yaml"}},
 		{
 			name:   "invalid v1alpha1 value names the field path",
@@ -202,6 +234,11 @@ func TestOptionsErrors(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error %q mentions %q", err, w)
 				}
 			}
 		})
