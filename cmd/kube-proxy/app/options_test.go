@@ -216,6 +216,12 @@ func TestOptionsErrors(t *testing.T) {
 			want:   []string{"noSuchField", "line 4"},
 		},
 		{
+			// Even a lenient v1alpha1 file: the second document is not silently dropped.
+			name:   "multi-document config file names the file and the document",
+			config: v1alpha1Header + "mode: iptables\n---\n" + v1alpha1Header + "mode: bogus\n",
+			want:   []string{"config.yaml", "document 2", "line 5"},
+		},
+		{
 			name:   "garbage file",
 			config: "{{{{",
 			want:   []string{"config"},

@@ -111,6 +111,21 @@ func TestLoad(t *testing.T) {
 		{name: "configHardFail false is not honoured by default", in: v2 + "configHardFail: false\nbogus: 1\n",
 			wantErr: []string{`unknown field "bogus"`}},
 
+		{name: "second document is rejected, naming it", in: v1 + "mode: iptables\n---\n" + v2 + "mode: nftables\n",
+			wantErr: []string{"document 2", "line 5", "exactly one"}},
+		{name: "an invalid second document is rejected too", in: v2 + "---\nbogus: [\n",
+			wantErr: []string{"document 2"}},
+		{name: "third document is named", in: v2 + "---\n---\nmode: ipvs\n",
+			wantErr: []string{"document 3", "line 5"}},
+		{name: "concatenated JSON objects are rejected", in: `{"apiVersion":"kubeproxy.config.k8s.io/v1alpha2","kind":"KubeProxyConfiguration"}` + "\n" + `{"mode":"ipvs"}`,
+			wantErr: []string{"document 2"}},
+		{name: "leading separator and trailing empty documents are fine", in: "---\n" + v2 + "mode: nftables\n---\n# nothing more\n---\n",
+			check: func(t *testing.T, c *config.KubeProxyConfiguration) {
+				if c.Mode != config.ProxyModeNFTables {
+					t.Errorf("mode %q", c.Mode)
+				}
+			}},
+		{name: "document end marker is fine", in: v2 + "mode: nftables\n...\n"},
 		{name: "empty", in: "  \n", wantErr: []string{"empty"}},
 		{name: "comment only", in: "# nothing\n", wantErr: []string{"empty"}},
 		{name: "not a mapping", in: "- a\n- b\n", wantErr: []string{"must be a mapping"}},

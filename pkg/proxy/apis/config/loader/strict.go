@@ -1,10 +1,12 @@
 package loader
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -29,12 +31,19 @@ const kind = "KubeProxyConfiguration"
 // duplicate fields with their lines. The apimachinery decoder finds the same
 // problems but cannot say where they are.
 func inspect(data []byte) (schema.GroupVersionKind, []Problem, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return schema.GroupVersionKind{}, nil, errors.New("the configuration is empty")
+		}
 		return schema.GroupVersionKind{}, nil, fmt.Errorf("parsing the configuration: %w", err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return schema.GroupVersionKind{}, nil, errors.New("the configuration is empty")
+	}
+	if err := onlyDocument(dec); err != nil {
+		return schema.GroupVersionKind{}, nil, err
 	}
 	root := resolve(doc.Content[0])
 	if root.Kind != yaml.MappingNode {
@@ -74,6 +83,30 @@ func inspect(data []byte) (schema.GroupVersionKind, []Problem, error) {
 	var problems []Problem
 	walk(root, typ, "", &problems, 0)
 	return gv.WithKind(kind), problems, nil
+}
+
+// onlyDocument checks that nothing but empty documents follows the first. The
+// decoders read the first document only, so anything after it would otherwise be
+// dropped without a word, however wrong it is.
+func onlyDocument(dec *yaml.Decoder) error {
+	for n := 2; ; n++ {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("document %d: a configuration file must hold exactly one document, and this one does not even parse: %w", n, err)
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		// An empty document (a trailing "---", perhaps with comments) decodes as null.
+		if body := resolve(doc.Content[0]); body != nil && !(isNull(body) && body.Value == "") {
+			return fmt.Errorf("document %d (line %d): a configuration file must hold exactly one KubeProxyConfiguration document; remove the others or split them into separate files",
+				n, body.Line)
+		}
+	}
 }
 
 // maxDepth bounds the walk: the configuration types are a few levels deep, and
