@@ -254,8 +254,7 @@ func TestReliability(t *testing.T) {
 			if mode == "iptables" {
 				// What a firewall reload does: every table flushed and its chains
 				// deleted. kube-proxy notices through its KUBE-PROXY-CANARY chains
-				// (as upstream; a flush that leaves the canaries alone is only
-				// repaired by the next change or the hourly full sync).
+				// (flushes that keep the chains: TestFlushRepair).
 				var cmds [][]string
 				for _, table := range []string{"nat", "filter", "mangle"} {
 					cmds = append(cmds, []string{"iptables", "-t", table, "-F"}, []string{"iptables", "-t", table, "-X"})
