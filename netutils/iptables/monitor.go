@@ -33,9 +33,12 @@ var canaryRule = []string{"-m", "comment", "--comment", "kube-proxy canary: remo
 //
 // Each interval it checks, with one "iptables -C" per table, that the canary rule is in
 // the canary chain of every table; "-C" fails alike whether the chain was deleted or
-// only emptied, and reads one rule rather than listing the table. Unlike upstream,
+// only emptied, and prints nothing, so nothing is listed or parsed. Unlike upstream,
 // which polls tables[0] only, every table is checked: a flush of nat alone leaves the
-// mangle canary in place but takes every Service rule with it.
+// mangle canary in place but takes every Service rule with it. The price is small:
+// iptables-nft fetches only the canary chain (about 4 ms with 10k Services in nat);
+// iptables-legacy reads the whole table from the kernel for any command (about 0.1 s of
+// CPU for a 10k-Service nat table), once per interval, normally the sync period.
 //
 // Once some canary is gone it waits for the flush to finish before calling
 // reloadFunc, since a firewall reload flushes tables one after the other and
