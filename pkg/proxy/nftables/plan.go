@@ -1,9 +1,6 @@
 package nftables
 
 import (
-	"context"
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -153,22 +150,4 @@ func apply(tx *knftables.Transaction, verb opVerb, obj knftables.Object) {
 	case opDelete:
 		tx.Delete(obj)
 	}
-}
-
-// DryRunInterface wraps a knftables.Interface so that every transaction is
-// written to Out, in nft syntax, before being handed to the wrapped
-// interface. Wrapping a knftables.NewFake gives a dry run: the proxier keeps
-// its bookkeeping consistent (the fake records the "applied" state) while
-// nothing touches the kernel. See NewDryRunProxier.
-type DryRunInterface struct {
-	knftables.Interface
-	Out io.Writer
-}
-
-// Run writes tx to Out and then runs it on the wrapped interface.
-func (d *DryRunInterface) Run(ctx context.Context, tx *knftables.Transaction) error {
-	if _, err := io.WriteString(d.Out, tx.String()); err != nil {
-		return fmt.Errorf("writing dry-run transaction: %w", err)
-	}
-	return d.Interface.Run(ctx, tx)
 }

@@ -270,8 +270,9 @@ func (s *syncer) logFailure(tx *knftables.Transaction) {
 		return
 	}
 	klogV4.Info("Failed transaction", "transaction", tx.String())
-	if _, real := s.nft.(*knftables.Fake); real {
-		return
+	switch s.nft.(type) {
+	case *knftables.Fake, *DryRunInterface, *memoryTable:
+		return // no kernel table to list
 	}
 	out, err := exec.Command("nft", "list", "table", string(familyOf(s.family)), kubeProxyTable).Output()
 	if err != nil {
