@@ -96,7 +96,7 @@ func benchProxierNFAcct(b testing.TB, ipt utiliptables.Interface, n, eps int, nf
 	}
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
-	if p.needFullSync {
+	if p.NeedsFullSync() {
 		b.Fatal("initial sync failed")
 	}
 	return p, slcs
@@ -154,9 +154,7 @@ func BenchmarkSyncGenerate(b *testing.B) {
 			p, _ := benchProxier(b, ipt, size.n, 10)
 			b.ReportAllocs()
 			loopCPU(b, func() {
-				p.mu.Lock()
-				p.needFullSync = true
-				p.mu.Unlock()
+				p.RequestFullSync()
 				if err := p.SyncNow(); err != nil {
 					b.Fatal(err)
 				}
@@ -227,9 +225,7 @@ func BenchmarkSyncKernel(b *testing.B) {
 				b.Run("full", func(b *testing.B) {
 					ipt.restoreTime = 0
 					for b.Loop() {
-						p.mu.Lock()
-						p.needFullSync = true
-						p.mu.Unlock()
+						p.RequestFullSync()
 						if err := p.SyncNow(); err != nil {
 							b.Fatal(err)
 						}

@@ -56,7 +56,7 @@ func FuzzSyncArbitraryObjects(f *testing.F) {
 		env.p.OnEndpointSliceAdd(slice)
 		env.p.OnServiceSynced()
 		env.p.OnEndpointSlicesSynced()
-		if env.p.needFullSync {
+		if env.p.NeedsFullSync() {
 			t.Fatalf("sync failed for service %q/%q port %q %q:%d nodePort %d endpoint %q:%d %q; restore input:\n%s",
 				ns, name, portName, clusterIP, port, nodePort, epIP, epPort, proto, env.ipt.LastRestoreInput())
 		}

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
-	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 )
 
 // The masquerade mark is written in four places (set, test-and-return,
@@ -92,22 +93,21 @@ func TestPeriodicFullSync(t *testing.T) {
 				t.Fatalf("idle sync right after a full one rewrote %d service chains", got)
 			}
 
-			env.p.mu.Lock()
-			env.p.lastFullSync = time.Now().Add(-proxyutil.FullSyncPeriod - time.Minute)
-			env.p.mu.Unlock()
+			// Whether FullSyncPeriod makes a sync full is the shell's
+			// decision (syncshell's TestPeriodicFullSync); the backend tells
+			// it that large clusters skip it, as upstream.
+			env.p.RequestFullSync()
 			env.sync(t)
-			got := len(serviceChainsIn(env.restore[len(env.restore)-1]))
-			if tc.wantFull && got != allChains {
-				t.Errorf("sync after FullSyncPeriod declared %d service chains, want all %d", got, allChains)
+			if got := len(serviceChainsIn(env.restore[len(env.restore)-1])); got != allChains {
+				t.Errorf("full sync declared %d service chains, want all %d", got, allChains)
 			}
-			if !tc.wantFull && got != 0 {
-				t.Errorf("large cluster: sync after FullSyncPeriod declared %d service chains, want 0", got)
+			services, endpoints := env.p.Snapshot()
+			out, err := (*rulesBackend)(env.p).Sync(context.Background(), syncshell.NewUpdate(false, services, endpoints, nil, testNodeName, nil))
+			if err != nil {
+				t.Fatal(err)
 			}
-
-			// A full sync restarts the period.
-			env.sync(t)
-			if got := len(serviceChainsIn(env.restore[len(env.restore)-1])); got != 0 {
-				t.Errorf("idle sync after the periodic full sync rewrote %d service chains", got)
+			if out.NoPeriodicFullSync == tc.wantFull {
+				t.Errorf("NoPeriodicFullSync = %v, want %v", out.NoPeriodicFullSync, !tc.wantFull)
 			}
 		})
 	}

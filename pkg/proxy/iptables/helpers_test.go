@@ -18,11 +18,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
-	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
+	conntracktest "k8s.io/net-utils/conntrack/testing"
 	utiliptables "k8s.io/net-utils/iptables"
 	iptablestest "k8s.io/net-utils/iptables/testing"
 	sysctltest "k8s.io/net-utils/sysctl/testing"
@@ -143,7 +143,7 @@ type testEnv struct {
 	p       *Proxier
 	ipt     *iptablestest.FakeIPTables
 	sysctl  *sysctltest.Fake
-	ct      conntrack.Interface
+	ct      *conntracktest.Fake
 	hc      *recordingHealthServer
 	logs    *bytes.Buffer
 	ctx     context.Context
@@ -270,7 +270,7 @@ func newTestEnv(t testing.TB, f fam, cfg envConfig) *testEnv {
 	config := newTestConfig(cfg)
 	nw := testNetwork(f)
 
-	env := &testEnv{f: f, ipt: ipt, sysctl: sc, ct: conntrack.NewFake(), hc: &recordingHealthServer{}, ctx: ctx}
+	env := &testEnv{f: f, ipt: ipt, sysctl: sc, ct: conntracktest.NewFake(), hc: &recordingHealthServer{}, ctx: ctx}
 	var nfa nfacct.Interface
 	if cfg.nfacct {
 		env.nfacct = &fakeNFAcct{}

@@ -19,8 +19,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2/ktesting"
 
-	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	conntracktest "k8s.io/net-utils/conntrack/testing"
 	utiliptables "k8s.io/net-utils/iptables"
 	sysctltest "k8s.io/net-utils/sysctl/testing"
 )
@@ -93,7 +93,7 @@ func kernelProxier(t testing.TB, f fam, ipt utiliptables.Interface) *testEnv {
 	_, ctx := ktesting.NewTestContext(t)
 	cfg := newTestConfig(envConfig{})
 	det := proxyutil.NewDetectLocalByCIDR(f.clusterCIDR)
-	env := &testEnv{f: f, sysctl: sysctltest.NewFake(), ct: conntrack.NewFake(), hc: &recordingHealthServer{}, ctx: ctx}
+	env := &testEnv{f: f, sysctl: sysctltest.NewFake(), ct: conntracktest.NewFake(), hc: &recordingHealthServer{}, ctx: ctx}
 	p, err := NewProxierWithOptions(ctx, cfg, f.family, ipt, env.sysctl, det, testNodeName, net.ParseIP(f.node), nil, nil, false,
 		WithConntrack(env.ct), WithNFAcct(nil), WithServiceHealthServer(env.hc), WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
 	if err != nil {
@@ -148,7 +148,7 @@ func TestKernel(t *testing.T) {
 				}
 				env.p.OnServiceSynced()
 				env.p.OnEndpointSlicesSynced()
-				if !env.p.Initialized() || env.p.needFullSync {
+				if !env.p.Initialized() || env.p.NeedsFullSync() {
 					t.Fatalf("first sync against the kernel failed")
 				}
 

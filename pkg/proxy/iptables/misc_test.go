@@ -33,8 +33,7 @@ func TestStaleUDPConntrackCleanup(t *testing.T) {
 	for _, f := range families {
 		t.Run(string(f.family), func(t *testing.T) {
 			env := newTestEnv(t, f, envConfig{})
-			ct := conntracktest.NewFake()
-			env.p.conntrack = ct
+			ct := env.ct
 			svc := makeService("ns1", "dns", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(10)
 				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0)}

@@ -7,11 +7,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -22,7 +20,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
-	"k8s.io/kube-proxy/pkg/proxy/runner"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
 	utiliptables "k8s.io/net-utils/iptables"
@@ -94,21 +92,11 @@ func NewDualStackProxierWithOptions(
 type Proxier struct {
 	ipFamily v1.IPFamily
 
-	// TrackerHandlers implements the Service, EndpointSlice and topology
-	// handlers: they feed the trackers and gate the first sync until both
-	// informers have synced (Initialized).
-	*proxy.TrackerHandlers
-	// Changes accumulated since the last sync; the trackers are safe for
-	// concurrent use and are drained by syncProxyRules.
-	endpointsChanges *proxy.EndpointsChangeTracker
-	serviceChanges   *proxy.ServiceChangeTracker
+	// Shell runs the sync loop and implements the Provider handlers; the
+	// proxier's own part is rulesBackend. Everything below is only touched
+	// by rulesBackend.Sync, which the Shell never runs concurrently.
+	*syncshell.Shell
 
-	mu               sync.Mutex // guards everything below until the constants
-	svcPortMap       proxy.ServicePortMap
-	endpointsMap     proxy.EndpointsMap
-	topologyLabels   map[string]string
-	needFullSync     bool
-	lastFullSync     time.Time
 	largeClusterMode bool
 
 	// order is svcPortMap's keys sorted, so output is deterministic; it is
@@ -118,9 +106,6 @@ type Proxier struct {
 	// cache holds each service port's rendered dispatch rules from the last
 	// sync, reused verbatim by partial syncs when the port is unchanged.
 	cache map[proxy.ServicePortName]*svcRender
-	// localReady is the health check server's view of local ready
-	// endpoints, maintained incrementally.
-	localReady map[types.NamespacedName]int
 	// pendingStale holds chains to delete, with the service port that
 	// owned them; lastStaleCleanup is when they were last written out.
 	pendingStale     map[utiliptables.Chain]proxy.ServicePortName
@@ -144,22 +129,17 @@ type Proxier struct {
 	probabilities                           []string
 	nfacctReady                             map[string]bool
 
-	syncRunner *runner.BoundedFrequencyRunner
-
 	// Constant after construction.
 	iptables            utiliptables.Interface
 	masqueradeAll       bool
 	masqueradeMark      string // "0x00004000"
 	masqueradeMatch     string // "0x00004000/0x00004000"
 	randomFully         bool
-	conntrack           conntrack.Interface
 	nfacct              nfacct.Interface
 	localDetector       proxyutil.LocalTrafficDetector
 	nodeName            string
 	nodeIP              net.IP
 	syncPeriod          time.Duration
-	serviceHealthServer healthcheck.ServiceHealthServer
-	healthzServer       *healthcheck.ProxyHealthServer
 	localhostNodePorts  bool
 	conntrackTCPLiberal bool
 	nodePortAddresses   *proxyutil.NodePortAddresses
@@ -310,9 +290,6 @@ func NewProxierWithOptions(ctx context.Context,
 
 	p := &Proxier{
 		ipFamily:            ipFamily,
-		svcPortMap:          make(proxy.ServicePortMap),
-		endpointsMap:        make(proxy.EndpointsMap),
-		needFullSync:        true,
 		cache:               make(map[proxy.ServicePortName]*svcRender),
 		pendingStale:        make(map[utiliptables.Chain]proxy.ServicePortName),
 		probabilities:       []string{"<bad value>"},
@@ -321,14 +298,11 @@ func NewProxierWithOptions(ctx context.Context,
 		masqueradeMark:      masqueradeMark,
 		masqueradeMatch:     masqueradeMark + "/" + masqueradeMark,
 		randomFully:         randomFully,
-		conntrack:           ct,
 		nfacct:              nfacctRunner,
 		localDetector:       localDetector,
 		nodeName:            nodeName,
 		nodeIP:              nodeIP,
 		syncPeriod:          config.SyncPeriod.Duration,
-		serviceHealthServer: serviceHealthServer,
-		healthzServer:       healthzServer,
 		localhostNodePorts:  localhostNodePorts,
 		conntrackTCPLiberal: conntrackTCPLiberal,
 		nodePortAddresses:   nodePortAddresses,
@@ -340,11 +314,6 @@ func NewProxierWithOptions(ctx context.Context,
 			metrics.LocalhostNodePortAcceptedNFAcctCounter:     false,
 		},
 	}
-	p.serviceChanges = proxy.NewServiceChangeTracker(ipFamily, newServiceInfo, nil)
-	p.endpointsChanges = proxy.NewEndpointsChangeTracker(ipFamily, nodeName, newEndpointInfo, nil)
-	p.TrackerHandlers = proxy.NewTrackerHandlers(p.serviceChanges, p.endpointsChanges, p.Sync,
-		func() { _ = p.syncProxyRules() }, p.setTopologyLabels)
-
 	minSyncPeriod := config.MinSyncPeriod.Duration
 	syncPeriod := config.SyncPeriod.Duration
 	if syncPeriod <= 0 {
@@ -352,9 +321,31 @@ func NewProxierWithOptions(ctx context.Context,
 		p.syncPeriod = syncPeriod
 	}
 	logger.V(2).Info("Iptables sync params", "minSyncPeriod", minSyncPeriod, "syncPeriod", syncPeriod, "maxSyncPeriod", proxyutil.FullSyncPeriod)
-	// syncPeriod is only the retry interval: the canary Monitor, not a timer,
-	// detects rules flushed behind our back.
-	p.syncRunner = runner.NewBoundedFrequencyRunner("sync-runner", p.syncProxyRules, minSyncPeriod, syncPeriod, proxyutil.FullSyncPeriod)
+	var health syncshell.HealthRecorder
+	if healthzServer != nil {
+		health = healthzServer
+	}
+	shell, err := syncshell.New(ctx, syncshell.Options{
+		Family:          ipFamily,
+		NodeName:        nodeName,
+		MakeServicePort: newServiceInfo,
+		MakeEndpoint:    newEndpointInfo,
+		MinInterval:     minSyncPeriod,
+		// syncPeriod is only the retry interval: the canary Monitor, not a
+		// timer, detects rules flushed behind our back.
+		RetryInterval:       syncPeriod,
+		MaxInterval:         proxyutil.FullSyncPeriod,
+		FullSyncInterval:    proxyutil.FullSyncPeriod,
+		SyncWhenInitialized: true,
+		Health:              health,
+		ServiceHealth:       serviceHealthServer,
+		Conntrack:           ct,
+		Logger:              &logger,
+	}, (*rulesBackend)(p))
+	if err != nil {
+		return nil, fmt.Errorf("iptables proxier (%s): %w", ipFamily, err)
+	}
+	p.Shell = shell
 
 	if o.dryRun == nil && !o.noMonitor {
 		stop := o.stopCh
@@ -368,52 +359,11 @@ func NewProxierWithOptions(ctx context.Context,
 	return p, nil
 }
 
-// Sync requests a sync as soon as the minimum interval allows.
-func (p *Proxier) Sync() {
-	if p.healthzServer != nil {
-		p.healthzServer.QueuedUpdate(p.ipFamily)
-	}
-	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(p.ipFamily)).SetToCurrentTime()
-	p.syncRunner.Run()
-}
-
-// SyncLoop runs periodic work. It does not return.
-func (p *Proxier) SyncLoop() {
-	// Mark healthy at start so that a proxier whose first sync never
-	// succeeds is reported only after the health timeout.
-	if p.healthzServer != nil {
-		p.healthzServer.Updated(p.ipFamily)
-	}
-	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(p.ipFamily)).SetToCurrentTime()
-	p.syncRunner.Loop(wait.NeverStop)
-}
-
-// SyncNow runs one sync synchronously and returns its error. It is not part
-// of the upstream API: the binary's dry-run mode and tests use it to get a
-// sync at a point of their choosing.
-func (p *Proxier) SyncNow() error { return p.syncProxyRules() }
-
-// setTopologyLabels is called when this node's topology labels change:
-// they change which endpoints every service uses, so the next sync is full.
-func (p *Proxier) setTopologyLabels(topologyLabels map[string]string) {
-	p.mu.Lock()
-	p.topologyLabels = topologyLabels
-	p.needFullSync = true
-	p.mu.Unlock()
-	p.logger.V(4).Info("Updated proxier node topology labels", "labels", topologyLabels)
-}
-
-// OnServiceCIDRsChanged is a no-op: the iptables mode does not use the
-// service CIDRs.
-func (p *Proxier) OnServiceCIDRsChanged(_ []string) {}
-
 // forceSyncProxyRules is the canary Monitor's callback: someone flushed our
 // tables, so everything, including the jumps from builtin chains, is rewritten.
 func (p *Proxier) forceSyncProxyRules() {
-	p.mu.Lock()
-	p.needFullSync = true
-	p.mu.Unlock()
-	_ = p.syncProxyRules()
+	p.RequestFullSync()
+	_ = p.SyncNow()
 }
 
 // probability returns the --probability argument for choosing one of n

@@ -3,22 +3,19 @@ package iptables
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy"
-	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
-	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
@@ -78,41 +75,58 @@ type svcRender struct {
 	// which are written only when the port changed.
 	chains   []utiliptables.Chain
 	ownRules int
-
-	noLocalInternal, noLocalExternal bool
 }
 
 var errSyncFailed = errors.New("iptables sync failed")
 
-// syncProxyRules is the only place rules are written (apart from cleanup).
-// It must be called without p.mu held.
-func (p *Proxier) syncProxyRules() (retErr error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// rulesBackend is the Proxier seen as the Shell's backend. It is a separate
+// type so that its Sync does not clash with Provider's Sync.
+type rulesBackend Proxier
 
-	if !p.Initialized() {
-		p.logger.V(2).Info("Not syncing iptables until Services and Endpoints have been received from master")
-		return nil
+var (
+	_ syncshell.Backend   = &rulesBackend{}
+	_ syncshell.Validator = &rulesBackend{}
+)
+
+// Sync implements syncshell.Backend; see syncProxyRules.
+func (b *rulesBackend) Sync(_ context.Context, u *syncshell.Update) (syncshell.Outcome, error) {
+	return (*Proxier)(b).syncProxyRules(u)
+}
+
+// ValidServicePort leaves out service ports no rule can be written for.
+func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
+	info, ok := svc.(*servicePortInfo)
+	switch {
+	case !ok:
+		b.logger.Error(nil, "Skipping service port of unexpected type", "servicePortName", name, "type", fmt.Sprintf("%T", svc))
+	case info.invalid != "":
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", info.invalid)
+	default:
+		return true
 	}
+	return false
+}
 
-	start := time.Now()
+// ValidEndpoint leaves out endpoints no rule can be written for.
+func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
+	e, ok := ep.(*endpointInfo)
+	switch {
+	case !ok:
+		b.logger.Error(nil, "Skipping endpoint of unexpected type", "servicePortName", name.String(), "endpoint", ep.String(), "type", fmt.Sprintf("%T", ep))
+	case e.invalid != "":
+		b.logger.Error(nil, "Skipping endpoint with invalid data", "servicePortName", name.String(), "endpoint", ep.String(), "reason", e.invalid)
+	default:
+		return true
+	}
+	return false
+}
+
+// syncProxyRules is the only place rules are written (apart from cleanup).
+func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, retErr error) {
 	p.natSaved = false
-	doFullSync := p.needFullSync || (time.Since(p.lastFullSync) > proxyutil.FullSyncPeriod && !p.largeClusterMode)
+	doFullSync := u.Full
 	family := string(p.ipFamily)
-	defer func() {
-		elapsed := metrics.SinceInSeconds(start)
-		metrics.SyncProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
-		if doFullSync {
-			metrics.SyncFullProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
-		} else {
-			metrics.SyncPartialProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
-		}
-		p.logger.V(2).Info("SyncProxyRules complete", "elapsed", time.Since(start))
-	}()
-
-	serviceResult := p.svcPortMap.Update(p.serviceChanges)
-	endpointResult := p.endpointsMap.Update(p.endpointsChanges)
-	if serviceResult.UpdatedServices.Len() > 0 || len(p.order) != len(p.svcPortMap) {
+	if u.ServicesChanged || len(p.order) != len(u.Services) {
 		p.orderDirty = true
 	}
 
@@ -120,10 +134,10 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 
 	success := false
 	defer func() {
+		out.Full = doFullSync && !u.Full
+		out.Programmed = success
+		out.NoPeriodicFullSync = p.largeClusterMode
 		if success {
-			if doFullSync {
-				p.lastFullSync = time.Now()
-			}
 			return
 		}
 		p.logger.Info("Sync failed", "retryingTime", p.syncPeriod)
@@ -133,14 +147,13 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		}
 		// The trackers have been drained, so what changed is lost: only a
 		// full sync can bring the kernel back in line.
-		p.needFullSync = true
 		p.appliedValid = false
 	}()
 
 	if doFullSync && p.dryRun == nil {
 		if err := p.ensureJumpRules(); err != nil {
 			p.logger.Error(err, "Failed to ensure jump rules from builtin chains")
-			return errSyncFailed
+			return out, errSyncFailed
 		}
 		if p.nfacct != nil {
 			for name := range p.nfacctReady {
@@ -155,8 +168,8 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	}
 
 	totalEndpoints := 0
-	for name := range p.svcPortMap {
-		totalEndpoints += len(p.endpointsMap[name])
+	for name := range u.Services {
+		totalEndpoints += len(u.Endpoints[name])
 	}
 	large := totalEndpoints > largeClusterEndpointsThreshold
 	if large != p.largeClusterMode {
@@ -173,13 +186,13 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	var stale []utiliptables.Chain
 	if p.orderDirty {
 		p.order = p.order[:0]
-		for name := range p.svcPortMap {
+		for name := range u.Services {
 			p.order = append(p.order, name)
 		}
 		slices.SortFunc(p.order, compareServicePortName)
 		p.orderDirty = false
 		for name, r := range p.cache {
-			if _, ok := p.svcPortMap[name]; !ok {
+			if _, ok := u.Services[name]; !ok {
 				for _, c := range r.chains {
 					p.pendingStale[c] = name
 				}
@@ -226,19 +239,14 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 	}
 
-	noLocalInternal, noLocalExternal := 0, 0
 	skippedRules := 0
 	for _, name := range p.order {
-		svc, ok := p.svcPortMap[name]
+		svc, ok := u.Services[name]
 		if !ok {
 			continue
 		}
-		info, ok := svc.(*servicePortInfo)
-		if !ok {
-			p.logger.Error(nil, "Skipping service port of unexpected type", "servicePortName", name, "type", fmt.Sprintf("%T", svc))
-			continue
-		}
-		changed := doFullSync || serviceResult.UpdatedServices.Has(name.NamespacedName) || endpointResult.UpdatedServices.Has(name.NamespacedName)
+		info, _ := svc.(*servicePortInfo) // nil when ValidServicePort refused it
+		changed := doFullSync || u.Changed(name.NamespacedName)
 		r := p.cache[name]
 		if changed || r == nil || r.info != info {
 			if r == nil {
@@ -246,7 +254,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 				p.cache[name] = r
 			}
 			prev := append(p.prevChains[:0], r.chains...)
-			p.renderService(r, name, info, true)
+			p.renderService(r, info, u.Policy(name), true)
 			for _, c := range prev {
 				if !slices.Contains(r.chains, c) {
 					p.pendingStale[c] = name
@@ -258,12 +266,6 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		}
 		p.filterRules.appendBuf(&r.filter)
 		p.dispatch.appendBuf(&r.dispatch)
-		if r.noLocalInternal {
-			noLocalInternal++
-		}
-		if r.noLocalExternal {
-			noLocalExternal++
-		}
 	}
 
 	// Large clusters delete stale chains at most once per syncPeriod, as
@@ -415,7 +417,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	p.restoreData = data
 
 	p.logger.V(2).Info("Reloading service iptables data",
-		"numServices", len(p.svcPortMap),
+		"numServices", len(u.Services),
 		"numEndpoints", totalEndpoints,
 		"numFilterChains", p.filterChains.lines,
 		"numFilterRules", p.filterRules.lines,
@@ -427,7 +429,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 	if p.dryRun != nil {
 		if err := p.writeDryRun(data, doFullSync); err != nil {
 			p.logger.Error(err, "Failed to write dry-run output")
-			return errSyncFailed
+			return out, errSyncFailed
 		}
 	} else if err := p.iptables.RestoreAll(data, utiliptables.NoFlushTables, utiliptables.RestoreCounters); err != nil {
 		var pErr utiliptables.ParseError
@@ -438,10 +440,9 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 			p.logger.Error(err, "Failed to execute iptables-restore")
 		}
 		metrics.IPTablesRestoreFailuresTotal.WithLabelValues(family).Inc()
-		return errSyncFailed
+		return out, errSyncFailed
 	}
 	success = true
-	p.needFullSync = false
 	// Keep what the kernel now has in the top-level chains; the buffers are
 	// swapped rather than copied, and the next sync resets the old ones.
 	if writeFilter {
@@ -456,76 +457,7 @@ func (p *Proxier) syncProxyRules() (retErr error) {
 		p.lastTopLevelWrite = time.Now()
 	}
 
-	for name, times := range endpointResult.LastChangeTriggerTimes {
-		for _, t := range times {
-			latency := metrics.SinceInSeconds(t)
-			metrics.NetworkProgrammingLatency.WithLabelValues(family).Observe(latency)
-			p.logger.V(4).Info("Network programming", "endpoint", klog.KRef(name.Namespace, name.Name), "elapsed", latency)
-		}
-	}
-	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("internal", family).Set(float64(noLocalInternal))
-	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("external", family).Set(float64(noLocalExternal))
-	if p.healthzServer != nil {
-		p.healthzServer.Updated(p.ipFamily)
-	}
-	metrics.SyncProxyRulesLastTimestamp.WithLabelValues(family).SetToCurrentTime()
-
-	// Both maps only change through the trackers, so unchanged results need
-	// not be recomputed (an O(cluster) walk) and re-sent. The endpoints list
-	// may include services without a health check port; the server ignores
-	// those.
-	if doFullSync || serviceResult.UpdatedServices.Len() > 0 {
-		if err := p.serviceHealthServer.SyncServices(p.svcPortMap.HealthCheckNodePorts()); err != nil {
-			p.logger.Error(err, "Error syncing healthcheck services")
-		}
-	}
-	if doFullSync || endpointResult.UpdatedServices.Len() > 0 {
-		p.updateLocalReady(doFullSync, endpointResult.UpdatedServices)
-		if err := p.serviceHealthServer.SyncEndpoints(maps.Clone(p.localReady)); err != nil {
-			p.logger.Error(err, "Error syncing healthcheck endpoints")
-		}
-	}
-
-	if endpointResult.ConntrackCleanupRequired && p.conntrack != nil {
-		conntrack.CleanStaleEntries(p.conntrack, p.ipFamily, p.svcPortMap, p.endpointsMap)
-	}
-	return nil
-}
-
-// updateLocalReady maintains what EndpointsMap.LocalReadyEndpoints would
-// return (per service, the number of distinct IPs of local ready endpoints),
-// recounting only the given services unless full is set: the full walk costs
-// as much as the rest of a one-endpoint sync in a large cluster.
-func (p *Proxier) updateLocalReady(full bool, changed sets.Set[types.NamespacedName]) {
-	if full || p.localReady == nil {
-		p.localReady = map[types.NamespacedName]int{}
-	} else {
-		for nsn := range changed {
-			delete(p.localReady, nsn)
-		}
-	}
-	ips := map[types.NamespacedName]sets.Set[string]{}
-	for name, eps := range p.endpointsMap {
-		if !full && !changed.Has(name.NamespacedName) {
-			continue
-		}
-		for _, ep := range eps {
-			// Terminating endpoints may serve, but a node with only those
-			// must fail its health check.
-			if !ep.IsReady() || !ep.IsLocal() {
-				continue
-			}
-			set := ips[name.NamespacedName]
-			if set == nil {
-				set = sets.New[string]()
-				ips[name.NamespacedName] = set
-			}
-			set.Insert(ep.IP())
-		}
-	}
-	for nsn, set := range ips {
-		p.localReady[nsn] = set.Len()
-	}
+	return out, nil
 }
 
 func compareServicePortName(a, b proxy.ServicePortName) int {
@@ -685,44 +617,36 @@ func quoteArgs(args []string) string {
 // renderService computes r from scratch for one service port. The port's
 // own chains are written to p.natChains/p.natRules; its rules in top-level
 // chains go to r.filter and r.dispatch. Requires p.mu.
-func (p *Proxier) renderService(r *svcRender, name proxy.ServicePortName, info *servicePortInfo, writeOwn bool) {
+func (p *Proxier) renderService(r *svcRender, info *servicePortInfo, tp *proxy.TrafficPolicy, writeOwn bool) {
 	r.info = info
 	r.filter.reset()
 	r.dispatch.reset()
 	r.chains = r.chains[:0]
 	r.ownRules = 0
-	r.noLocalInternal, r.noLocalExternal = false, false
-
-	if info.invalid != "" {
-		p.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", info.invalid)
+	if info == nil || tp == nil {
+		// Not programmable (ValidServicePort said why): no rules, and the
+		// chains it had become stale.
 		return
 	}
 
-	allEndpoints := p.usableEndpoints(name, p.endpointsMap[name])
-	clusterEndpoints, localEndpoints, reachable, hasEndpoints := proxy.CategorizeEndpoints(allEndpoints, info, p.nodeName, p.topologyLabels)
+	clusterEndpoints, localEndpoints, reachable, hasEndpoints := tp.ClusterEndpoints, tp.LocalEndpoints, tp.ReachableEndpoints, tp.HasEndpoints
 
 	proto := info.protocol
 	clusterPolicyChain := info.clusterPolicyChain
 	localPolicyChain := info.localPolicyChain
-	usesClusterPolicyChain := len(clusterEndpoints) > 0 && info.UsesClusterEndpoints()
-	usesLocalPolicyChain := len(localEndpoints) > 0 && info.UsesLocalEndpoints()
+	usesClusterPolicyChain := tp.UsesClusterEndpoints
+	usesLocalPolicyChain := tp.UsesLocalEndpoints
 
 	internalChain := clusterPolicyChain
-	hasInternalEndpoints := hasEndpoints
-	if info.InternalPolicyLocal() {
+	if tp.InternalLocal {
 		internalChain = localPolicyChain
-		if len(localEndpoints) == 0 {
-			hasInternalEndpoints = false
-		}
 	}
 	externalPolicyChain := clusterPolicyChain
-	hasExternalEndpoints := hasEndpoints
-	if info.ExternalPolicyLocal() {
+	if tp.ExternalLocal {
 		externalPolicyChain = localPolicyChain
-		if len(localEndpoints) == 0 {
-			hasExternalEndpoints = false
-		}
 	}
+	hasInternalEndpoints := tp.Internal == proxy.Forward
+	hasExternalEndpoints := tp.External == proxy.Forward
 	extChain := info.externalChain
 	// The EXT chain is needed whenever anything is reachable, even with no
 	// externally usable endpoints: it short-circuits pod and host traffic.
@@ -734,22 +658,10 @@ func (p *Proxier) renderService(r *svcRender, name proxy.ServicePortName, info *
 		lbChain = info.firewallChain
 	}
 
-	var internalFilterTarget, internalFilterComment, externalFilterTarget, externalFilterComment string
-	if !hasEndpoints {
-		// Nothing in nat at all: the filter table rejects, so clients fail
-		// fast instead of timing out.
-		internalFilterTarget, internalFilterComment = "REJECT", info.commentNoEndpoints
-		externalFilterTarget, externalFilterComment = "REJECT", info.commentNoEndpoints
-	} else {
-		if !hasInternalEndpoints {
-			internalFilterTarget, internalFilterComment = "DROP", info.commentNoLocalEndpoints
-			r.noLocalInternal = true
-		}
-		if !hasExternalEndpoints {
-			externalFilterTarget, externalFilterComment = "DROP", info.commentNoLocalEndpoints
-			r.noLocalExternal = true
-		}
-	}
+	// With no endpoints at all the filter table rejects, so clients fail
+	// fast instead of timing out; with endpoints only elsewhere it drops.
+	internalFilterTarget, internalFilterComment := info.filterVerdict(tp.Internal)
+	externalFilterTarget, externalFilterComment := info.filterVerdict(tp.External)
 
 	d, f := &r.dispatch, &r.filter
 
@@ -961,29 +873,14 @@ func (p *Proxier) writeDispatchRules(nr *ruleBuf, info *servicePortInfo, chain u
 	}
 }
 
-// usableEndpoints drops endpoints no rule can be written for, logging each.
-// It allocates only when something must be dropped.
-func (p *Proxier) usableEndpoints(name proxy.ServicePortName, eps []proxy.Endpoint) []proxy.Endpoint {
-	bad := 0
-	for _, ep := range eps {
-		if e, ok := ep.(*endpointInfo); !ok || e.invalid != "" {
-			bad++
-		}
+// filterVerdict is the filter-table target and comment for traffic the
+// resolved policy does not forward.
+func (info *servicePortInfo) filterVerdict(a proxy.NoEndpointsAction) (target, comment string) {
+	switch a {
+	case proxy.Reject:
+		return "REJECT", info.commentNoEndpoints
+	case proxy.Drop:
+		return "DROP", info.commentNoLocalEndpoints
 	}
-	if bad == 0 {
-		return eps
-	}
-	out := make([]proxy.Endpoint, 0, len(eps)-bad)
-	for _, ep := range eps {
-		e, ok := ep.(*endpointInfo)
-		switch {
-		case !ok:
-			p.logger.Error(nil, "Skipping endpoint of unexpected type", "servicePortName", name.String(), "endpoint", ep.String(), "type", fmt.Sprintf("%T", ep))
-		case e.invalid != "":
-			p.logger.Error(nil, "Skipping endpoint with invalid data", "servicePortName", name.String(), "endpoint", ep.String(), "reason", e.invalid)
-		default:
-			out = append(out, ep)
-		}
-	}
-	return out
+	return "", ""
 }

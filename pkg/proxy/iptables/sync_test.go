@@ -238,7 +238,7 @@ func TestRestoreFailureFallsBackToFullSync(t *testing.T) {
 			if after := env.dump(t); after != before {
 				t.Errorf("failed restore changed the rules")
 			}
-			if !env.p.needFullSync {
+			if !env.p.NeedsFullSync() {
 				t.Errorf("a failed sync must schedule a full sync")
 			}
 
@@ -372,9 +372,14 @@ func TestHealthCheckServerSync(t *testing.T) {
 	// from-scratch answer.
 	oracle := func(stage string) {
 		t.Helper()
+		// Only Services with a health check node port are served.
 		want := map[string]int{}
-		for k, v := range env.p.endpointsMap.LocalReadyEndpoints() {
-			want[k.String()] = v
+		services, endpoints := env.p.Snapshot()
+		hc := services.HealthCheckNodePorts()
+		for k, v := range endpoints.LocalReadyEndpoints() {
+			if _, ok := hc[k]; ok {
+				want[k.String()] = v
+			}
 		}
 		if !maps.Equal(env.hc.endpoints, want) {
 			t.Errorf("%s: health server endpoints %v, brain says %v", stage, env.hc.endpoints, want)
@@ -383,7 +388,12 @@ func TestHealthCheckServerSync(t *testing.T) {
 	oracle("initial")
 	two := makeService("ns2", "two", func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(7)
-		s.Spec.Ports = []v1.ServicePort{svcPort("a", 80, v1.ProtocolTCP, 0), svcPort("b", 81, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{svcPort("a", 80, v1.ProtocolTCP, 3101), svcPort("b", 81, v1.ProtocolTCP, 3102)}
+		// Only Services with a health check node port are served, so
+		// this one has one too.
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = 30001
 	})
 	env.p.OnServiceAdd(two)
 	twoSlice := makeSlice(f, "ns2", "two", "two-1", []discovery.EndpointPort{slicePort("a", 80, v1.ProtocolTCP), slicePort("b", 81, v1.ProtocolTCP)},

@@ -105,7 +105,7 @@ func BenchmarkProxier(b *testing.B) {
 			b.StartTimer()
 			startProxier(p, svcs, slices)
 			b.StopTimer()
-			if p.needFullSync {
+			if p.NeedsFullSync() {
 				b.Fatal("initial sync failed")
 			}
 			cleanup()
@@ -131,7 +131,7 @@ func BenchmarkProxier(b *testing.B) {
 			slices[k] = upd
 			i++
 			p.OnEndpointSliceUpdate(old, upd)
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -153,7 +153,7 @@ func BenchmarkProxier(b *testing.B) {
 			p.OnServiceAdd(extraSvcs[i])
 			p.OnEndpointSliceAdd(extraSlices[i])
 			i++
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -170,7 +170,7 @@ func BenchmarkProxier(b *testing.B) {
 		b.ReportAllocs()
 		cpu0 := childCPU()
 		for b.Loop() {
-			if err := p.syncProxyRules(); err != nil {
+			if err := p.SyncNow(); err != nil {
 				b.Fatal(err)
 			}
 		}

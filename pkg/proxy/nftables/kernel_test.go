@@ -362,7 +362,7 @@ func TestKernelProxier(t *testing.T) {
 				// Delete the service: partial sync, then stale chain deletion.
 				for _, p := range []*Proxier{real, ref} {
 					p.OnServiceDelete(svc)
-					if err := p.syncProxyRules(); err != nil {
+					if err := p.SyncNow(); err != nil {
 						t.Fatal(err)
 					}
 					if err := p.syncer.deleteStaleChains(context.Background(), time.Now().Add(time.Hour), time.Second); err != nil {

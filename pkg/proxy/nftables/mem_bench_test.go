@@ -89,7 +89,7 @@ func BenchmarkFirstSyncLiveHeap(b *testing.B) {
 		b.StartTimer()
 		startProxier(p, svcs, slices)
 		b.StopTimer()
-		if p.needFullSync {
+		if p.NeedsFullSync() {
 			b.Fatal("initial sync failed")
 		}
 		b.ReportMetric(float64(nft.heapAtRun)/(1<<20), "heap-MiB")

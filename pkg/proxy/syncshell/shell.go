@@ -120,6 +120,19 @@ func (u *Update) Policy(name proxy.ServicePortName) *proxy.TrafficPolicy {
 	return u.policies[name]
 }
 
+// NewUpdate builds an Update by hand, for testing a backend without a Shell:
+// every service port's policy is resolved for nodeName and topology, and
+// changed lists the changed Services of a partial update (ignored if full).
+func NewUpdate(full bool, services proxy.ServicePortMap, endpoints proxy.EndpointsMap, changed sets.Set[types.NamespacedName], nodeName string, topology map[string]string) *Update {
+	u := &Update{Full: full, Services: services, Endpoints: endpoints, changed: changed,
+		policies: make(map[proxy.ServicePortName]*proxy.TrafficPolicy, len(services))}
+	for name, svc := range services {
+		tp := proxy.ResolveTrafficPolicy(svc, endpoints[name], nodeName, topology)
+		u.policies[name] = &tp
+	}
+	return u
+}
+
 // HealthRecorder is told when a family has a change queued and when it
 // synced; *healthcheck.ProxyHealthServer implements it.
 type HealthRecorder interface {
@@ -310,6 +323,15 @@ func (s *Shell) RequestFullSync() {
 	s.mu.Lock()
 	s.needFull = true
 	s.mu.Unlock()
+}
+
+// Snapshot returns the service ports and endpoints as of the last sync, for
+// diagnostics and tests. The maps are copies; their values are shared and
+// must not be modified.
+func (s *Shell) Snapshot() (proxy.ServicePortMap, proxy.EndpointsMap) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.services), maps.Clone(s.endpoints)
 }
 
 // RequestRulesCheck makes the next sync ask the backend's RulesChecker
