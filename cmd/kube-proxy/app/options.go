@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -320,7 +321,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--dry-run cannot be combined with --cleanup or --init-only, which change the host"))
 	}
 	for _, w := range validation.Warnings(o.config) {
-		o.logger.Info("Configuration warning", "warning", w)
+		logWarning("Configuration warning", "warning", w)
 	}
 	return errors.Join(errs...)
 }
@@ -417,15 +418,34 @@ func addressFromDeprecatedFlags(addr string, port int32) string {
 }
 
 // loadConfigFromFile reads either config version. Unknown or duplicate fields are
-// fatal unless the file's configHardFail is false (always so for v1alpha1, matching
-// upstream's lenient retry), in which case they are logged.
+// fatal unless the file's configHardFail is false (so for v1alpha1 unless the file
+// says configHardFail: true, matching upstream's lenient retry), in which case they
+// are logged as warnings.
 func (o *Options) loadConfigFromFile(path string) (*kubeproxyconfig.KubeProxyConfiguration, error) {
 	cfg, warnings, err := loader.LoadFile(path, loader.Options{HonorConfigHardFail: true})
 	if err != nil {
 		return nil, fmt.Errorf("--config %q: %w", path, err)
 	}
 	for _, w := range warnings {
-		o.logger.Info("Configuration file warning", "file", path, "warning", w)
+		logWarning("Configuration file warning", "file", path, "warning", w)
 	}
 	return cfg, nil
+}
+
+// logWarning logs at klog's warning severity (W in the text format). Structured
+// logging has only Info and Error, and configuration that is read but ignored
+// must stand out from the informational lines around it without being an error;
+// the key/value pairs are rendered as the structured text format would.
+func logWarning(msg string, keysAndValues ...any) {
+	var b strings.Builder
+	b.WriteString(strconv.Quote(msg))
+	for i := 0; i < len(keysAndValues); i += 2 {
+		key := fmt.Sprint(keysAndValues[i])
+		var value any = "(MISSING)"
+		if i+1 < len(keysAndValues) {
+			value = keysAndValues[i+1]
+		}
+		fmt.Fprintf(&b, " %s=%s", key, strconv.Quote(fmt.Sprint(value)))
+	}
+	klog.WarningDepth(1, b.String())
 }

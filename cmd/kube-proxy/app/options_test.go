@@ -1,13 +1,17 @@
 package app
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"k8s.io/klog/v2"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/apis/config/loader"
@@ -259,6 +263,106 @@ func TestOptionsConfigHardFailFalseWarns(t *testing.T) {
 		t.Fatalf("configHardFail=false must only warn, got %v", err)
 	}
 	expect(t, "mode", o.config.Mode, kubeproxyconfig.ProxyModeNFTables)
+}
+
+// captureKlog sends the global klog output, which logWarning writes to, to a
+// buffer for the rest of the test.
+func captureKlog(t *testing.T) *lockedLog {
+	t.Helper()
+	state := klog.CaptureState()
+	t.Cleanup(state.Restore)
+	var buf lockedLog
+	klog.LogToStderr(false)
+	klog.SetOutput(&buf)
+	return &buf
+}
+
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the logged lines of klog severity sev ('I', 'W', 'E').
+func (l *lockedLog) lines(sev byte) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if len(line) > 0 && line[0] == sev {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// A v1alpha1 file setting v1alpha2-only fields is read, as upstream reads it, but
+// each ignored value is a warning naming the field and the value used instead;
+// with configHardFail: true in the file it is an error.
+func TestOptionsV1alpha2OnlyFieldsInV1alpha1(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		config  string
+		wantErr bool
+		// want lists substrings of one warning line each.
+		want []string
+	}{
+		{
+			name:   "conntrack under linux",
+			config: v1alpha1Header + "mode: iptables\nlinux:\n  conntrack:\n    maxPerCore: 0\n",
+			want:   []string{"linux.conntrack.maxPerCore", "its value 0 is ignored and 32768 is used", "conntrack.maxPerCore"},
+		},
+		{
+			name:   "syncPeriod at the top",
+			config: v1alpha1Header + "mode: iptables\nsyncPeriod: 5s\n",
+			want:   []string{"syncPeriod", `its value \"5s\" is ignored and \"30s\" is used`, "iptables.syncPeriod"},
+		},
+		{
+			name:    "configHardFail true in the file makes it fatal",
+			config:  v1alpha1Header + "configHardFail: true\nlinux:\n  conntrack:\n    maxPerCore: 0\n",
+			wantErr: true,
+			want:    []string{"linux.conntrack.maxPerCore", "32768 is used"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := captureKlog(t)
+			o, err := parseAndComplete(t, []string{"--config=" + writeConfig(t, tc.config)})
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, "maxPerCore", *o.config.Linux.Conntrack.MaxPerCore, int32(32768))
+			klog.Flush()
+			warnings := logs.lines('W')
+			found := false
+			for _, line := range warnings {
+				all := true
+				for _, w := range tc.want {
+					all = all && strings.Contains(line, w)
+				}
+				found = found || all
+			}
+			if !found {
+				t.Errorf("no warning-level line mentions all of %q; warnings:\n%s\ninfo:\n%s",
+					tc.want, strings.Join(warnings, "\n"), strings.Join(logs.lines('I'), "\n"))
+			}
+		})
+	}
 }
 
 func TestWriteConfig(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,8 +23,10 @@ import (
 type Options struct {
 	// HonorConfigHardFail applies the file's own configHardFail: when it is false,
 	// unknown and duplicate fields become warnings and the rest of the file is
-	// used. v1alpha1 has no such field and always reads as false, which is the
-	// upstream binary's behaviour (it retries v1alpha1 files leniently). When
+	// used. v1alpha1 has no such field and reads as false, which is the upstream
+	// binary's behaviour (it retries v1alpha1 files leniently), unless the file
+	// sets the v1alpha2 field configHardFail: true anyway, which is taken as
+	// the author's wish for strictness. When
 	// HonorConfigHardFail is false (the zero value), they are always errors.
 	HonorConfigHardFail bool
 }
@@ -53,10 +56,11 @@ func LoadWithOptions(data []byte, opts Options) (*config.KubeProxyConfiguration,
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, errors.New("the configuration is empty")
 	}
-	gvk, problems, err := inspect(data)
+	gvk, walked, err := inspect(data)
 	if err != nil {
 		return nil, nil, err
 	}
+	problems := walked.problems
 
 	obj, _, decodeErr := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
 	switch {
@@ -64,7 +68,7 @@ func LoadWithOptions(data []byte, opts Options) (*config.KubeProxyConfiguration,
 	case runtime.IsStrictDecodingError(decodeErr) && obj != nil:
 		// The YAML walk normally finds the same problems, with lines; if it did
 		// not, the decoder's own description is the best there is.
-		if len(problems) == 0 {
+		if len(problems) == 0 && len(walked.newerFields) == 0 {
 			problems = []Problem{{Message: decodeErr.Error()}}
 		}
 	default:
@@ -81,9 +85,12 @@ func LoadWithOptions(data []byte, opts Options) (*config.KubeProxyConfiguration,
 		return nil, nil, fmt.Errorf("converting %s to the internal configuration: %w", gvk, err)
 	}
 
+	newer, askedHardFail := newerFieldProblems(walked.newerFields, cfg)
+	problems = append(problems, newer...)
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
 	if len(problems) > 0 {
 		strictErr := &StrictError{GroupVersionKind: gvk, Problems: problems}
-		if !opts.HonorConfigHardFail || cfg.ConfigHardFail {
+		if !opts.HonorConfigHardFail || cfg.ConfigHardFail || askedHardFail {
 			return nil, warnings, strictErr
 		}
 		for _, p := range problems {

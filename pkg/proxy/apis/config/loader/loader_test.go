@@ -103,6 +103,37 @@ func TestLoad(t *testing.T) {
 		{name: "v1alpha1 problems are warnings when honouring configHardFail", opts: Options{HonorConfigHardFail: true},
 			in:       v1 + "bogus: 1\n",
 			wantWarn: []string{`line 3, column 1: unknown field "bogus" (ignored because configHardFail is false)`}},
+		{name: "v1alpha2-only field in v1alpha1 names the value used instead", opts: Options{HonorConfigHardFail: true},
+			in: v1 + "linux:\n  conntrack:\n    maxPerCore: 0\n    tcpEstablishedTimeout: 1h\n",
+			wantWarn: []string{
+				`line 5, column 5: linux.conntrack.maxPerCore is a kubeproxy.config.k8s.io/v1alpha2 field, not read from a v1alpha1 file: its value 0 is ignored and 32768 is used (in v1alpha1, set conntrack.maxPerCore`,
+				`line 6, column 5: linux.conntrack.tcpEstablishedTimeout is a kubeproxy.config.k8s.io/v1alpha2 field, not read from a v1alpha1 file: its value "1h" is ignored and "24h0m0s" is used (in v1alpha1, set conntrack.tcpEstablishedTimeout`,
+			},
+			check: func(t *testing.T, c *config.KubeProxyConfiguration) {
+				if *c.Linux.Conntrack.MaxPerCore != 32768 {
+					t.Errorf("maxPerCore %d: the v1alpha2-only field must not apply", *c.Linux.Conntrack.MaxPerCore)
+				}
+			}},
+		{name: "the value used is the v1alpha1 field's when set", opts: Options{HonorConfigHardFail: true},
+			in:       v1 + "conntrack:\n  maxPerCore: 5\nlinux:\n  conntrack:\n    maxPerCore: 0\n",
+			wantWarn: []string{"its value 0 is ignored and 5 is used"}},
+		{name: "v1alpha2-only top-level fields point at the active mode's block", opts: Options{HonorConfigHardFail: true},
+			in: v1 + "mode: nftables\nsyncPeriod: 10s\nipFamilyPolicy: SingleStack\n",
+			wantWarn: []string{
+				`syncPeriod is a kubeproxy.config.k8s.io/v1alpha2 field, not read from a v1alpha1 file: its value "10s" is ignored and "30s" is used (in v1alpha1, set nftables.syncPeriod`,
+				`ipFamilyPolicy is a kubeproxy.config.k8s.io/v1alpha2 field, not read from a v1alpha1 file: its value "SingleStack" is ignored and "PreferDualStack" is used (v1alpha1 cannot set it`,
+			}},
+		{name: "a misspelt field under a v1alpha2-only block is plainly unknown", opts: Options{HonorConfigHardFail: true},
+			in:       v1 + "linux:\n  bogus: 1\n",
+			wantWarn: []string{`line 4, column 3: unknown field "linux.bogus"`}},
+		{name: "v1alpha2-only field in v1alpha1 fails when not honouring configHardFail", in: v1 + "linux:\n  oomScoreAdj: 5\n",
+			wantErr: []string{`linux.oomScoreAdj is a kubeproxy.config.k8s.io/v1alpha2 field`, "-999 is used", "in v1alpha1, set oomScoreAdj"}},
+		{name: "v1alpha1 file asking for configHardFail gets it", opts: Options{HonorConfigHardFail: true},
+			in:      v1 + "configHardFail: true\nlinux:\n  conntrack:\n    maxPerCore: 0\n",
+			wantErr: []string{"linux.conntrack.maxPerCore", "32768 is used"}},
+		{name: "v1alpha1 file with configHardFail false stays lenient", opts: Options{HonorConfigHardFail: true},
+			in:       v1 + "configHardFail: false\n",
+			wantWarn: []string{"configHardFail is a kubeproxy.config.k8s.io/v1alpha2 field"}},
 		{name: "v1alpha2 configHardFail false turns problems into warnings", opts: Options{HonorConfigHardFail: true},
 			in:       v2 + "configHardFail: false\nbogus: 1\n",
 			wantWarn: []string{`unknown field "bogus"`}},

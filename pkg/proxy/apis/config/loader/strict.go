@@ -30,7 +30,7 @@ const kind = "KubeProxyConfiguration"
 // walks the document against the Go type of that version, listing unknown and
 // duplicate fields with their lines. The apimachinery decoder finds the same
 // problems but cannot say where they are.
-func inspect(data []byte) (schema.GroupVersionKind, []Problem, error) {
+func inspect(data []byte) (schema.GroupVersionKind, *walker, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -80,9 +80,49 @@ func inspect(data []byte) (schema.GroupVersionKind, []Problem, error) {
 		return schema.GroupVersionKind{}, nil, fmt.Errorf("line %d: kind is %s, want %s", where, what, kind)
 	}
 
-	var problems []Problem
-	walk(root, typ, "", &problems, 0)
-	return gv.WithKind(kind), problems, nil
+	w := &walker{}
+	if gv == configv1alpha1.SchemeGroupVersion {
+		w.newer = kinds[configv1alpha2.SchemeGroupVersion]
+	}
+	w.walk(root, typ, "", 0)
+	return gv.WithKind(kind), w, nil
+}
+
+// walker collects what walk finds.
+type walker struct {
+	problems []Problem
+	// newer, when set, is the type of the newer version of the file's kind: an
+	// unknown field that exists there goes to newerFields rather than problems,
+	// so that the caller can say what the field would have done and what is
+	// used instead.
+	newer       reflect.Type
+	newerFields []newerField
+}
+
+// newerField is a field of a v1alpha1 file that only v1alpha2 has.
+type newerField struct {
+	path       string
+	key, value *yaml.Node
+	typ        reflect.Type // its type in the newer version
+}
+
+// fieldType returns the type of the field at the dotted JSON path in struct type
+// t, or nil when there is no such field.
+func fieldType(t reflect.Type, path string) reflect.Type {
+	for _, name := range strings.Split(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || customDecoding(t) {
+			return nil
+		}
+		ft, ok := jsonFields(t)[name]
+		if !ok {
+			return nil
+		}
+		t = ft
+	}
+	return t
 }
 
 // onlyDocument checks that nothing but empty documents follows the first. The
@@ -115,7 +155,7 @@ func onlyDocument(dec *yaml.Decoder) error {
 const maxDepth = 32
 
 // walk checks node against type t; path is the JSON path of node.
-func walk(node *yaml.Node, t reflect.Type, path string, problems *[]Problem, depth int) {
+func (w *walker) walk(node *yaml.Node, t reflect.Type, path string, depth int) {
 	node = resolve(node)
 	if node == nil || depth > maxDepth || isNull(node) {
 		return
@@ -141,7 +181,7 @@ func walk(node *yaml.Node, t reflect.Type, path string, problems *[]Problem, dep
 			}
 			fieldPath := join(path, name)
 			if first, dup := seen[name]; dup {
-				*problems = append(*problems, Problem{
+				w.problems = append(w.problems, Problem{
 					Field: fieldPath, Line: key.Line, Column: key.Column,
 					Message: fmt.Sprintf("duplicate field %q (first set on line %d)", fieldPath, first.Line),
 				})
@@ -149,14 +189,20 @@ func walk(node *yaml.Node, t reflect.Type, path string, problems *[]Problem, dep
 			}
 			seen[name] = key
 			ft, ok := fields[name]
+			if !ok && w.newer != nil && !strings.Contains(fieldPath, "[") {
+				if nt := fieldType(w.newer, fieldPath); nt != nil {
+					w.newerFields = append(w.newerFields, newerField{path: fieldPath, key: key, value: value, typ: nt})
+					continue
+				}
+			}
 			if !ok {
-				*problems = append(*problems, Problem{
+				w.problems = append(w.problems, Problem{
 					Field: fieldPath, Line: key.Line, Column: key.Column,
 					Message: fmt.Sprintf("unknown field %q", fieldPath),
 				})
 				continue
 			}
-			walk(value, ft, fieldPath, problems, depth+1)
+			w.walk(value, ft, fieldPath, depth+1)
 		}
 	case reflect.Map:
 		if node.Kind != yaml.MappingNode {
@@ -167,21 +213,21 @@ func walk(node *yaml.Node, t reflect.Type, path string, problems *[]Problem, dep
 			key := resolve(node.Content[i])
 			entryPath := fmt.Sprintf("%s[%s]", path, key.Value)
 			if first, dup := seen[key.Value]; dup {
-				*problems = append(*problems, Problem{
+				w.problems = append(w.problems, Problem{
 					Field: entryPath, Line: key.Line, Column: key.Column,
 					Message: fmt.Sprintf("duplicate key %q in %q (first set on line %d)", key.Value, path, first.Line),
 				})
 				continue
 			}
 			seen[key.Value] = key
-			walk(node.Content[i+1], t.Elem(), entryPath, problems, depth+1)
+			w.walk(node.Content[i+1], t.Elem(), entryPath, depth+1)
 		}
 	case reflect.Slice, reflect.Array:
 		if node.Kind != yaml.SequenceNode {
 			return
 		}
 		for i, item := range node.Content {
-			walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), problems, depth+1)
+			w.walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1)
 		}
 	}
 }
