@@ -82,7 +82,9 @@ func cleanupLeftoversForFamily(ctx context.Context, ipt utiliptables.Interface) 
 		}
 	}
 
-	// The mangle canary is created by Monitor; it may well not exist.
+	// The mangle canary is created by Monitor; it may well not exist. It holds
+	// the canary rule, so it is emptied first or -X would refuse.
+	_ = ipt.FlushChain(utiliptables.TableMangle, kubeProxyCanaryChain)
 	_ = ipt.DeleteChain(utiliptables.TableMangle, kubeProxyCanaryChain)
 	return encounteredError
 }
