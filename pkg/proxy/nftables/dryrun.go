@@ -38,9 +38,9 @@ func (d *DryRunInterface) Run(ctx context.Context, tx *knftables.Transaction) er
 	if _, err := io.WriteString(d.Out, text); err != nil {
 		return fmt.Errorf("writing dry-run transaction: %w", err)
 	}
-	if m, ok := d.Interface.(*memoryTable); ok {
+	if mt, ok := d.Interface.(*memoryTable); ok {
 		// Reuse the rendering instead of rendering tx a second time.
-		return m.apply(text, false)
+		return mt.apply(text, false)
 	}
 	return d.Interface.Run(ctx, tx)
 }
@@ -69,27 +69,27 @@ type memoryTable struct {
 var _ knftables.Interface = &memoryTable{}
 
 func newMemoryTable(family knftables.Family, table string) *memoryTable {
-	m := &memoryTable{txSource: knftables.NewFake(family, table), family: string(family), table: table}
-	m.reset()
-	return m
+	mt := &memoryTable{txSource: knftables.NewFake(family, table), family: string(family), table: table}
+	mt.reset()
+	return mt
 }
 
-func (m *memoryTable) reset() {
-	m.chains = map[string]int{}
-	m.sets = map[string]map[string]string{}
-	m.maps = map[string]map[string]string{}
-	m.counters = map[string]struct{}{}
+func (mt *memoryTable) reset() {
+	mt.chains = map[string]int{}
+	mt.sets = map[string]map[string]string{}
+	mt.maps = map[string]map[string]string{}
+	mt.counters = map[string]struct{}{}
 }
 
-func (m *memoryTable) NewTransaction() *knftables.Transaction { return m.txSource.NewTransaction() }
+func (mt *memoryTable) NewTransaction() *knftables.Transaction { return mt.txSource.NewTransaction() }
 
-func (m *memoryTable) Run(_ context.Context, tx *knftables.Transaction) error {
-	return m.apply(tx.String(), false)
+func (mt *memoryTable) Run(_ context.Context, tx *knftables.Transaction) error {
+	return mt.apply(tx.String(), false)
 }
 
 // Check validates tx against the current contents without changing them.
-func (m *memoryTable) Check(_ context.Context, tx *knftables.Transaction) error {
-	return m.apply(tx.String(), true)
+func (mt *memoryTable) Check(_ context.Context, tx *knftables.Transaction) error {
+	return mt.apply(tx.String(), true)
 }
 
 func errNotFound(format string, args ...any) error {
@@ -102,9 +102,9 @@ func errExists(format string, args ...any) error {
 
 // apply runs the transaction text; on error, or with checkOnly, it undoes
 // every change it made.
-func (m *memoryTable) apply(text string, checkOnly bool) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (mt *memoryTable) apply(text string, checkOnly bool) error {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
 	var undo []func()
 	rollback := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -121,7 +121,7 @@ func (m *memoryTable) apply(text string, checkOnly bool) error {
 			rollback()
 			return fmt.Errorf("invalid transaction: %s", msg)
 		}
-		if err := m.applyLine(line, &undo); err != nil {
+		if err := mt.applyLine(line, &undo); err != nil {
 			rollback()
 			return fmt.Errorf("dry run: operation %d %q: %w", n, line, err)
 		}
@@ -133,7 +133,7 @@ func (m *memoryTable) apply(text string, checkOnly bool) error {
 }
 
 // applyLine applies one "<verb> <kind> <family> <table> ..." line.
-func (m *memoryTable) applyLine(line string, undo *[]func()) error {
+func (mt *memoryTable) applyLine(line string, undo *[]func()) error {
 	fields := strings.SplitN(line, " ", 5)
 	if len(fields) < 4 {
 		return fmt.Errorf("cannot parse the operation")
@@ -143,14 +143,14 @@ func (m *memoryTable) applyLine(line string, undo *[]func()) error {
 	if len(fields) == 5 {
 		rest = fields[4]
 	}
-	if family != m.family || table != m.table {
-		return fmt.Errorf("only table %s %s is modelled", m.family, m.table)
+	if family != mt.family || table != mt.table {
+		return fmt.Errorf("only table %s %s is modelled", mt.family, mt.table)
 	}
 	if kind == "table" {
-		return m.tableOp(verb, undo)
+		return mt.tableOp(verb, undo)
 	}
-	if !m.exists {
-		return errNotFound("no table %s %s", m.family, m.table)
+	if !mt.exists {
+		return errNotFound("no table %s %s", mt.family, mt.table)
 	}
 	name, rest, _ := strings.Cut(rest, " ")
 	if name == "" || name == "handle" {
@@ -158,57 +158,57 @@ func (m *memoryTable) applyLine(line string, undo *[]func()) error {
 	}
 	switch kind {
 	case "chain":
-		return m.chainOp(verb, name, undo)
+		return mt.chainOp(verb, name, undo)
 	case "rule":
-		return m.ruleOp(verb, name, rest, undo)
+		return mt.ruleOp(verb, name, rest, undo)
 	case "set":
-		return containerOp(m.sets, m.maps, verb, kind, name, undo)
+		return containerOp(mt.sets, mt.maps, verb, kind, name, undo)
 	case "map":
-		return containerOp(m.maps, m.sets, verb, kind, name, undo)
+		return containerOp(mt.maps, mt.sets, verb, kind, name, undo)
 	case "element":
-		return m.elementOp(verb, name, rest, undo)
+		return mt.elementOp(verb, name, rest, undo)
 	case "counter":
-		return m.counterOp(verb, name, undo)
+		return mt.counterOp(verb, name, undo)
 	}
 	return fmt.Errorf("%s objects are not modelled", kind)
 }
 
-func (m *memoryTable) tableOp(verb string, undo *[]func()) error {
+func (mt *memoryTable) tableOp(verb string, undo *[]func()) error {
 	switch verb {
 	case "add", "create":
-		if m.exists {
+		if mt.exists {
 			if verb == "create" {
-				return errExists("table %s", m.table)
+				return errExists("table %s", mt.table)
 			}
 			return nil
 		}
-		m.exists = true
-		*undo = append(*undo, func() { m.exists = false })
+		mt.exists = true
+		*undo = append(*undo, func() { mt.exists = false })
 	case "flush":
 		// Like the kernel (unlike knftables' Fake): every chain loses its
 		// rules; chains, sets, maps and elements stay.
-		if !m.exists {
-			return errNotFound("no table %s", m.table)
+		if !mt.exists {
+			return errNotFound("no table %s", mt.table)
 		}
-		for name, n := range m.chains {
+		for name, n := range mt.chains {
 			if n > 0 {
-				m.chains[name] = 0
-				*undo = append(*undo, func() { m.chains[name] = n })
+				mt.chains[name] = 0
+				*undo = append(*undo, func() { mt.chains[name] = n })
 			}
 		}
 	case "delete", "destroy":
-		if !m.exists {
+		if !mt.exists {
 			if verb == "delete" {
-				return errNotFound("no table %s", m.table)
+				return errNotFound("no table %s", mt.table)
 			}
 			return nil
 		}
-		chains, sets, maps, counters := m.chains, m.sets, m.maps, m.counters
-		m.reset()
-		m.exists = false
+		chains, sets, maps, counters := mt.chains, mt.sets, mt.maps, mt.counters
+		mt.reset()
+		mt.exists = false
 		*undo = append(*undo, func() {
-			m.exists = true
-			m.chains, m.sets, m.maps, m.counters = chains, sets, maps, counters
+			mt.exists = true
+			mt.chains, mt.sets, mt.maps, mt.counters = chains, sets, maps, counters
 		})
 	default:
 		return fmt.Errorf("verb %q is not modelled for tables", verb)
@@ -216,8 +216,8 @@ func (m *memoryTable) tableOp(verb string, undo *[]func()) error {
 	return nil
 }
 
-func (m *memoryTable) chainOp(verb, name string, undo *[]func()) error {
-	n, ok := m.chains[name]
+func (mt *memoryTable) chainOp(verb, name string, undo *[]func()) error {
+	n, ok := mt.chains[name]
 	switch verb {
 	case "add", "create":
 		if ok {
@@ -226,14 +226,14 @@ func (m *memoryTable) chainOp(verb, name string, undo *[]func()) error {
 			}
 			return nil
 		}
-		m.chains[name] = 0
-		*undo = append(*undo, func() { delete(m.chains, name) })
+		mt.chains[name] = 0
+		*undo = append(*undo, func() { delete(mt.chains, name) })
 	case "flush":
 		if !ok {
 			return errNotFound("no chain %s", name)
 		}
-		m.chains[name] = 0
-		*undo = append(*undo, func() { m.chains[name] = n })
+		mt.chains[name] = 0
+		*undo = append(*undo, func() { mt.chains[name] = n })
 	case "delete", "destroy":
 		if !ok {
 			if verb == "delete" {
@@ -241,16 +241,16 @@ func (m *memoryTable) chainOp(verb, name string, undo *[]func()) error {
 			}
 			return nil
 		}
-		delete(m.chains, name)
-		*undo = append(*undo, func() { m.chains[name] = n })
+		delete(mt.chains, name)
+		*undo = append(*undo, func() { mt.chains[name] = n })
 	default:
 		return fmt.Errorf("verb %q is not modelled for chains", verb)
 	}
 	return nil
 }
 
-func (m *memoryTable) ruleOp(verb, chain, rule string, undo *[]func()) error {
-	n, ok := m.chains[chain]
+func (mt *memoryTable) ruleOp(verb, chain, rule string, undo *[]func()) error {
+	n, ok := mt.chains[chain]
 	if !ok {
 		return errNotFound("no chain %s", chain)
 	}
@@ -264,32 +264,32 @@ func (m *memoryTable) ruleOp(verb, chain, rule string, undo *[]func()) error {
 			rule = rule[:i]
 		}
 	}
-	if err := m.checkRefs(rule); err != nil {
+	if err := mt.checkRefs(rule); err != nil {
 		return err
 	}
-	m.chains[chain] = n + 1
-	*undo = append(*undo, func() { m.chains[chain] = n })
+	mt.chains[chain] = n + 1
+	*undo = append(*undo, func() { mt.chains[chain] = n })
 	return nil
 }
 
 // checkRefs checks that the chains, sets and maps a rule or a verdict names
 // exist, as the kernel does.
-func (m *memoryTable) checkRefs(rule string) error {
+func (mt *memoryTable) checkRefs(rule string) error {
 	words := strings.Fields(rule)
 	for i, w := range words {
 		switch {
 		case strings.HasPrefix(w, "@") && len(w) > 1 && !strings.Contains(w, ","):
 			name := w[1:]
 			isMap := i > 0 && (words[i-1] == "map" || words[i-1] == "vmap")
-			if _, ok := m.maps[name]; ok {
+			if _, ok := mt.maps[name]; ok {
 				continue
 			}
-			if _, ok := m.sets[name]; ok && !isMap {
+			if _, ok := mt.sets[name]; ok && !isMap {
 				continue
 			}
 			return errNotFound("no set or map %s", name)
 		case (w == "goto" || w == "jump") && i+1 < len(words):
-			if _, ok := m.chains[words[i+1]]; !ok {
+			if _, ok := mt.chains[words[i+1]]; !ok {
 				return errNotFound("no chain %s", words[i+1])
 			}
 		}
@@ -336,7 +336,7 @@ func containerOp(mine, other map[string]map[string]string, verb, kind, name stri
 }
 
 // elementOp runs "<verb> element ... name { key [comment "c"] [: value] }".
-func (m *memoryTable) elementOp(verb, name, body string, undo *[]func()) error {
+func (mt *memoryTable) elementOp(verb, name, body string, undo *[]func()) error {
 	inner, ok := strings.CutPrefix(body, "{ ")
 	if ok {
 		inner, ok = strings.CutSuffix(inner, " }")
@@ -348,9 +348,9 @@ func (m *memoryTable) elementOp(verb, name, body string, undo *[]func()) error {
 	if err != nil {
 		return err
 	}
-	elems, isMap := m.maps[name]
+	elems, isMap := mt.maps[name]
 	if !isMap {
-		if elems, ok = m.sets[name]; !ok {
+		if elems, ok = mt.sets[name]; !ok {
 			return errNotFound("no set or map %s", name)
 		}
 	}
@@ -364,7 +364,7 @@ func (m *memoryTable) elementOp(verb, name, body string, undo *[]func()) error {
 			if value == "" {
 				return fmt.Errorf("map %s needs a value for element %s", name, key)
 			}
-			if err := m.checkRefs(value); err != nil {
+			if err := mt.checkRefs(value); err != nil {
 				return err
 			}
 		}
@@ -421,8 +421,8 @@ func parseElement(s string) (key, value string, err error) {
 	return key, value, nil
 }
 
-func (m *memoryTable) counterOp(verb, name string, undo *[]func()) error {
-	_, ok := m.counters[name]
+func (mt *memoryTable) counterOp(verb, name string, undo *[]func()) error {
+	_, ok := mt.counters[name]
 	switch verb {
 	case "add", "create":
 		if ok {
@@ -431,8 +431,8 @@ func (m *memoryTable) counterOp(verb, name string, undo *[]func()) error {
 			}
 			return nil
 		}
-		m.counters[name] = struct{}{}
-		*undo = append(*undo, func() { delete(m.counters, name) })
+		mt.counters[name] = struct{}{}
+		*undo = append(*undo, func() { delete(mt.counters, name) })
 	case "delete", "destroy":
 		if !ok {
 			if verb == "delete" {
@@ -440,8 +440,8 @@ func (m *memoryTable) counterOp(verb, name string, undo *[]func()) error {
 			}
 			return nil
 		}
-		delete(m.counters, name)
-		*undo = append(*undo, func() { m.counters[name] = struct{}{} })
+		delete(mt.counters, name)
+		*undo = append(*undo, func() { mt.counters[name] = struct{}{} })
 	case "reset":
 		if !ok {
 			return errNotFound("no counter %s", name)
@@ -452,54 +452,54 @@ func (m *memoryTable) counterOp(verb, name string, undo *[]func()) error {
 	return nil
 }
 
-func (m *memoryTable) ListAll(_ context.Context) (map[string][]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.exists {
-		return nil, errNotFound("no table %s", m.table)
+func (mt *memoryTable) ListAll(_ context.Context) (map[string][]string, error) {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if !mt.exists {
+		return nil, errNotFound("no table %s", mt.table)
 	}
 	return map[string][]string{
-		"chain":   sortedKeys(m.chains),
-		"set":     sortedKeys(m.sets),
-		"map":     sortedKeys(m.maps),
-		"counter": sortedKeys(m.counters),
+		"chain":   sortedKeys(mt.chains),
+		"set":     sortedKeys(mt.sets),
+		"map":     sortedKeys(mt.maps),
+		"counter": sortedKeys(mt.counters),
 	}, nil
 }
 
-func (m *memoryTable) List(_ context.Context, objectType string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.exists {
-		return nil, errNotFound("no table %s", m.table)
+func (mt *memoryTable) List(_ context.Context, objectType string) ([]string, error) {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if !mt.exists {
+		return nil, errNotFound("no table %s", mt.table)
 	}
 	switch strings.TrimSuffix(objectType, "s") {
 	case "chain":
-		return sortedKeys(m.chains), nil
+		return sortedKeys(mt.chains), nil
 	case "set":
-		return sortedKeys(m.sets), nil
+		return sortedKeys(mt.sets), nil
 	case "map":
-		return sortedKeys(m.maps), nil
+		return sortedKeys(mt.maps), nil
 	case "counter":
-		return sortedKeys(m.counters), nil
+		return sortedKeys(mt.counters), nil
 	}
 	return nil, fmt.Errorf("listing %q objects is not modelled", objectType)
 }
 
 // ListRules returns one rule per rule in chain (all chains for ""), without
 // the rule text, like knftables' netlink path.
-func (m *memoryTable) ListRules(_ context.Context, chain string) ([]*knftables.Rule, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.exists {
-		return nil, errNotFound("no table %s", m.table)
+func (mt *memoryTable) ListRules(_ context.Context, chain string) ([]*knftables.Rule, error) {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if !mt.exists {
+		return nil, errNotFound("no table %s", mt.table)
 	}
 	names := []string{chain}
 	if chain == "" {
-		names = sortedKeys(m.chains)
+		names = sortedKeys(mt.chains)
 	}
 	rules := []*knftables.Rule{}
 	for _, name := range names {
-		n, ok := m.chains[name]
+		n, ok := mt.chains[name]
 		if !ok {
 			return nil, errNotFound("no chain %s", name)
 		}
@@ -510,19 +510,19 @@ func (m *memoryTable) ListRules(_ context.Context, chain string) ([]*knftables.R
 	return rules, nil
 }
 
-func (m *memoryTable) ListElements(_ context.Context, objectType, name string) ([]*knftables.Element, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.exists {
-		return nil, errNotFound("no table %s", m.table)
+func (mt *memoryTable) ListElements(_ context.Context, objectType, name string) ([]*knftables.Element, error) {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if !mt.exists {
+		return nil, errNotFound("no table %s", mt.table)
 	}
 	var elems map[string]string
 	var ok bool
 	switch objectType {
 	case "set":
-		elems, ok = m.sets[name]
+		elems, ok = mt.sets[name]
 	case "map":
-		elems, ok = m.maps[name]
+		elems, ok = mt.maps[name]
 	default:
 		return nil, fmt.Errorf("listing elements of %q objects is not modelled", objectType)
 	}
@@ -543,14 +543,14 @@ func (m *memoryTable) ListElements(_ context.Context, objectType, name string) (
 }
 
 // ListCounters reports every counter at zero: nothing passes a dry run.
-func (m *memoryTable) ListCounters(_ context.Context) ([]*knftables.Counter, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.exists {
-		return nil, errNotFound("no table %s", m.table)
+func (mt *memoryTable) ListCounters(_ context.Context) ([]*knftables.Counter, error) {
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if !mt.exists {
+		return nil, errNotFound("no table %s", mt.table)
 	}
-	out := make([]*knftables.Counter, 0, len(m.counters))
-	for _, name := range sortedKeys(m.counters) {
+	out := make([]*knftables.Counter, 0, len(mt.counters))
+	for _, name := range sortedKeys(mt.counters) {
 		out = append(out, &knftables.Counter{Name: name, Packets: ptr.To[uint64](0), Bytes: ptr.To[uint64](0)})
 	}
 	return out, nil

@@ -94,9 +94,9 @@ func TestDryRunTableMatchesFake(t *testing.T) {
 	}
 }
 
-func runText(t *testing.T, m *memoryTable, lines ...string) error {
+func runText(t *testing.T, mt *memoryTable, lines ...string) error {
 	t.Helper()
-	return m.apply(strings.Join(lines, "\n")+"\n", false)
+	return mt.apply(strings.Join(lines, "\n")+"\n", false)
 }
 
 // What nft would refuse, the memory table refuses too, and a refused

@@ -30,7 +30,7 @@ func TestKernelTableDeletedUnderneath(t *testing.T) {
 						t.Fatalf("full sync: %v", err)
 					}
 				}
-				if len(s.view.haveSets) == 0 {
+				if len(s.view.sets.have) == 0 {
 					t.Fatal("test services must include an affinity service")
 				}
 

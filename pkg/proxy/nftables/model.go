@@ -149,12 +149,12 @@ type serviceModel struct {
 	rejectLocalhostNodePort bool
 }
 
-func newServiceChains(m *serviceModel, namespace, name, portName string) {
-	base := servicePortBaseName(namespace, name, m.protocol, portName)
-	m.clusterChain = clusterPolicyChainPrefix + base
-	m.localChain = localPolicyChainPrefix + base
-	m.externalChain = externalChainPrefix + base
-	m.firewallChain = firewallChainPrefix + base
+func newServiceChains(svc *serviceModel, namespace, name, portName string) {
+	base := servicePortBaseName(namespace, name, svc.protocol, portName)
+	svc.clusterChain = clusterPolicyChainPrefix + base
+	svc.localChain = localPolicyChainPrefix + base
+	svc.externalChain = externalChainPrefix + base
+	svc.firewallChain = firewallChainPrefix + base
 }
 
 type ruleSpec struct {

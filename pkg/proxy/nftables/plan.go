@@ -56,53 +56,53 @@ type plan struct {
 	unitStart int // size at the start of the open unit
 }
 
-func (p *plan) add(obj knftables.Object)    { p.push(op{opAdd, obj}, 1) }
-func (p *plan) flush(obj knftables.Object)  { p.push(op{opFlush, obj}, 1) }
-func (p *plan) delete(obj knftables.Object) { p.push(op{opDelete, obj}, 1) }
+func (pl *plan) add(obj knftables.Object)    { pl.push(op{opAdd, obj}, 1) }
+func (pl *plan) flush(obj knftables.Object)  { pl.push(op{opFlush, obj}, 1) }
+func (pl *plan) delete(obj knftables.Object) { pl.push(op{opDelete, obj}, 1) }
 
 // addSlots adds the elements of slots from..to-1 of a range holding values.
-func (p *plan) addSlots(name string, base uint32, values []string, from, to int) {
+func (pl *plan) addSlots(name string, base uint32, values []string, from, to int) {
 	if from < to {
-		p.push(op{opAdd, &slotBatch{name: name, base: base, from: from, to: to, values: values}}, to-from)
+		pl.push(op{opAdd, &slotBatch{name: name, base: base, from: from, to: to, values: values}}, to-from)
 	}
 }
 
 // deleteSlots deletes the elements of slots from..to-1 of a range.
-func (p *plan) deleteSlots(name string, base uint32, from, to int) {
+func (pl *plan) deleteSlots(name string, base uint32, from, to int) {
 	if from < to {
-		p.push(op{opDelete, &slotBatch{name: name, base: base, from: from, to: to}}, to-from)
+		pl.push(op{opDelete, &slotBatch{name: name, base: base, from: from, to: to}}, to-from)
 	}
 }
 
-func (p *plan) push(o op, n int) {
-	p.ops = append(p.ops, o)
-	p.size += n
+func (pl *plan) push(o op, n int) {
+	pl.ops = append(pl.ops, o)
+	pl.size += n
 }
 
 // endUnit closes the current unit; a no-op when the unit is empty.
-func (p *plan) endUnit() {
-	if n := len(p.unitEnds); (n == 0 && len(p.ops) > 0) || (n > 0 && p.unitEnds[n-1] < len(p.ops)) {
-		p.unitEnds = append(p.unitEnds, len(p.ops))
-		p.unitSizes = append(p.unitSizes, p.size-p.unitStart)
-		p.unitStart = p.size
+func (pl *plan) endUnit() {
+	if n := len(pl.unitEnds); (n == 0 && len(pl.ops) > 0) || (n > 0 && pl.unitEnds[n-1] < len(pl.ops)) {
+		pl.unitEnds = append(pl.unitEnds, len(pl.ops))
+		pl.unitSizes = append(pl.unitSizes, pl.size-pl.unitStart)
+		pl.unitStart = pl.size
 	}
 }
 
-func (p *plan) empty() bool { return len(p.ops) == 0 }
+func (pl *plan) empty() bool { return len(pl.ops) == 0 }
 
 // chunkEnds returns the op index at which each transaction ends when the plan
 // is packed into transactions of at most maxOps operations (a single unit
 // larger than maxOps gets a transaction of its own). maxOps <= 0 means one
 // transaction.
-func (p *plan) chunkEnds(maxOps int) []int {
-	p.endUnit()
-	if len(p.ops) == 0 {
+func (pl *plan) chunkEnds(maxOps int) []int {
+	pl.endUnit()
+	if len(pl.ops) == 0 {
 		return nil
 	}
 	var ends []int
 	n, start := 0, 0
-	for u, end := range p.unitEnds {
-		size := p.unitSizes[u]
+	for u, end := range pl.unitEnds {
+		size := pl.unitSizes[u]
 		if maxOps > 0 && n > 0 && n+size > maxOps {
 			ends = append(ends, start)
 			n = 0
@@ -110,20 +110,20 @@ func (p *plan) chunkEnds(maxOps int) []int {
 		n += size
 		start = end
 	}
-	return append(ends, len(p.ops))
+	return append(ends, len(pl.ops))
 }
 
 // each builds the plan's transactions one at a time and hands each to fn,
 // stopping at fn's first error. Transactions are built lazily and the plan
 // lets go of the objects of each one handed over, so a cold start never has
 // every transaction (and its rendering) in memory at once.
-func (p *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, tx *knftables.Transaction) error) error {
-	ends := p.chunkEnds(maxOps)
+func (pl *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, tx *knftables.Transaction) error) error {
+	ends := pl.chunkEnds(maxOps)
 	start := 0
 	for i, end := range ends {
 		tx := nft.NewTransaction()
 		for j := start; j < end; j++ {
-			o := p.ops[j]
+			o := pl.ops[j]
 			if b, ok := o.obj.(*slotBatch); ok {
 				for i := b.from; i < b.to; i++ {
 					apply(tx, o.verb, b.element(i))
@@ -131,7 +131,7 @@ func (p *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, t
 			} else {
 				apply(tx, o.verb, o.obj.(knftables.Object))
 			}
-			p.ops[j] = op{}
+			pl.ops[j] = op{}
 		}
 		if err := fn(i, len(ends), tx); err != nil {
 			return err

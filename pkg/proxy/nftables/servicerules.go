@@ -44,53 +44,53 @@ var (
 // build computes what m contributes, taking endpoint map slots from slots.
 // The order of chains and elements is deterministic so that transactions and
 // dumps are reproducible.
-func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
+func (g *generator) build(svc *serviceModel, slots slotSource) *serviceRules {
 	out := &serviceRules{}
-	port := strconv.Itoa(m.port)
-	comment := ptr.To(truncateComment(m.owner))
+	port := strconv.Itoa(svc.port)
+	comment := ptr.To(truncateComment(svc.owner))
 
 	// Chains are created in a fixed order: endpoint chains first so that the
 	// policy chains jumping to them never reference a missing chain.
-	if m.affinity {
-		for _, ep := range m.reachableEndpoints {
+	if svc.affinity {
+		for _, ep := range svc.reachableEndpoints {
 			out.chains = append(out.chains, chainSpec{
 				name: ep.chain(),
 				rules: []ruleSpec{
 					{rule: "update @" + ep.affinitySet() + " { " + g.ipX + " saddr }"},
-					{rule: "meta l4proto " + m.protocol + " dnat to " + ep.endpoint},
+					{rule: "meta l4proto " + svc.protocol + " dnat to " + ep.endpoint},
 				},
 			})
-			out.sets = append(out.sets, setSpec{name: ep.affinitySet(), timeout: time.Duration(m.stickySeconds) * time.Second})
+			out.sets = append(out.sets, setSpec{name: ep.affinitySet(), timeout: time.Duration(svc.stickySeconds) * time.Second})
 		}
 	}
-	for _, ep := range m.reachableEndpoints {
+	for _, ep := range svc.reachableEndpoints {
 		if ep.local {
-			out.elems = append(out.elems, elemSpec{c: cHairpin, key: ep.ip + " . " + ep.ip + " . " + m.protocol + " . " + strconv.Itoa(ep.port)})
+			out.elems = append(out.elems, elemSpec{c: cHairpin, key: ep.ip + " . " + ep.ip + " . " + svc.protocol + " . " + strconv.Itoa(ep.port)})
 		}
 	}
 
-	usesCluster := len(m.clusterEndpoints) > 0 && m.usesClusterEndpoints
+	usesCluster := len(svc.clusterEndpoints) > 0 && svc.usesClusterEndpoints
 	if usesCluster {
-		out.chains = append(out.chains, chainSpec{name: m.clusterChain, rules: g.endpointRules(m, m.clusterChain, m.clusterEndpoints, slots, out)})
+		out.chains = append(out.chains, chainSpec{name: svc.clusterChain, rules: g.endpointRules(svc, svc.clusterChain, svc.clusterEndpoints, slots, out)})
 	}
-	usesLocal := len(m.localEndpoints) > 0 && m.usesLocalEndpoints
+	usesLocal := len(svc.localEndpoints) > 0 && svc.usesLocalEndpoints
 	if usesLocal {
-		out.chains = append(out.chains, chainSpec{name: m.localChain, rules: g.endpointRules(m, m.localChain, m.localEndpoints, slots, out)})
+		out.chains = append(out.chains, chainSpec{name: svc.localChain, rules: g.endpointRules(svc, svc.localChain, svc.localEndpoints, slots, out)})
 	}
 
-	internalChain := m.clusterChain
-	hasInternal := m.hasEndpoints
-	if m.internalPolicyLocal {
-		internalChain = m.localChain
-		if len(m.localEndpoints) == 0 {
+	internalChain := svc.clusterChain
+	hasInternal := svc.hasEndpoints
+	if svc.internalPolicyLocal {
+		internalChain = svc.localChain
+		if len(svc.localEndpoints) == 0 {
 			hasInternal = false
 		}
 	}
-	externalPolicyChain := m.clusterChain
-	hasExternal := m.hasEndpoints
-	if m.externalPolicyLocal {
-		externalPolicyChain = m.localChain
-		if len(m.localEndpoints) == 0 {
+	externalPolicyChain := svc.clusterChain
+	hasExternal := svc.hasEndpoints
+	if svc.externalPolicyLocal {
+		externalPolicyChain = svc.localChain
+		if len(svc.localEndpoints) == 0 {
 			hasExternal = false
 		}
 	}
@@ -98,17 +98,17 @@ func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 	// The external chain exists whenever there are endpoints anywhere, even
 	// with no locally usable ones, because it carries the short-circuit rules
 	// for pod- and host-originated traffic.
-	if m.hasEndpoints && m.externallyAccessible {
-		ch := chainSpec{name: m.externalChain}
-		if !m.externalPolicyLocal {
+	if svc.hasEndpoints && svc.externallyAccessible {
+		ch := chainSpec{name: svc.externalChain}
+		if !svc.externalPolicyLocal {
 			ch.rules = append(ch.rules, ruleSpec{rule: g.masqueradeRule, comment: commentMasquerade})
 		} else {
 			if g.ifLocal != nil {
-				ch.rules = append(ch.rules, ruleSpec{rule: knftables.Concat(g.ifLocal, "goto", m.clusterChain), comment: commentShortCircuitPod})
+				ch.rules = append(ch.rules, ruleSpec{rule: knftables.Concat(g.ifLocal, "goto", svc.clusterChain), comment: commentShortCircuitPod})
 			}
 			ch.rules = append(ch.rules,
 				ruleSpec{rule: "fib saddr type local " + g.masqueradeRule, comment: commentMasqLocal},
-				ruleSpec{rule: "fib saddr type local goto " + m.clusterChain, comment: commentShortCircuitLoc},
+				ruleSpec{rule: "fib saddr type local goto " + svc.clusterChain, comment: commentShortCircuitLoc},
 			)
 		}
 		if hasExternal {
@@ -118,7 +118,7 @@ func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 	}
 
 	var internalVerdict, externalVerdict string
-	if !m.hasEndpoints {
+	if !svc.hasEndpoints {
 		internalVerdict = "goto " + rejectChain
 		externalVerdict = internalVerdict
 	} else {
@@ -132,47 +132,47 @@ func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 		}
 	}
 
-	dest := func(ip string) string { return ip + " . " + m.protocol + " . " + port }
+	dest := func(ip string) string { return ip + " . " + svc.protocol + " . " + port }
 
-	out.elems = append(out.elems, elemSpec{c: cClusterIPs, key: m.clusterIP})
+	out.elems = append(out.elems, elemSpec{c: cClusterIPs, key: svc.clusterIP})
 	if hasInternal {
-		out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(m.clusterIP), value: "goto " + internalChain})
+		out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(svc.clusterIP), value: "goto " + internalChain})
 	} else {
-		out.elems = append(out.elems, elemSpec{c: cNoEndpointServices, key: dest(m.clusterIP), value: internalVerdict, comment: comment})
+		out.elems = append(out.elems, elemSpec{c: cNoEndpointServices, key: dest(svc.clusterIP), value: internalVerdict, comment: comment})
 	}
 
-	for _, ip := range m.externalIPs {
-		if m.hasEndpoints {
-			out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(ip), value: "goto " + m.externalChain})
+	for _, ip := range svc.externalIPs {
+		if svc.hasEndpoints {
+			out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(ip), value: "goto " + svc.externalChain})
 		}
 		if !hasExternal {
 			out.elems = append(out.elems, elemSpec{c: cNoEndpointServices, key: dest(ip), value: externalVerdict, comment: comment})
 		}
 	}
 
-	usesFirewall := len(m.lbVIPs) > 0 && len(m.sourceRanges) > 0
-	for _, ip := range m.lbVIPs {
-		if m.hasEndpoints {
-			out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(ip), value: "goto " + m.externalChain})
+	usesFirewall := len(svc.lbVIPs) > 0 && len(svc.sourceRanges) > 0
+	for _, ip := range svc.lbVIPs {
+		if svc.hasEndpoints {
+			out.elems = append(out.elems, elemSpec{c: cServiceIPs, key: dest(ip), value: "goto " + svc.externalChain})
 		}
 		if usesFirewall {
-			out.elems = append(out.elems, elemSpec{c: cFirewallIPs, key: dest(ip), value: "goto " + m.firewallChain})
+			out.elems = append(out.elems, elemSpec{c: cFirewallIPs, key: dest(ip), value: "goto " + svc.firewallChain})
 		}
 	}
 	if !hasExternal {
-		for _, ip := range m.lbVIPs {
+		for _, ip := range svc.lbVIPs {
 			out.elems = append(out.elems, elemSpec{c: cNoEndpointServices, key: dest(ip), value: externalVerdict, comment: comment})
 		}
 	}
 
-	if m.nodePort != 0 {
-		npKey := m.protocol + " . " + strconv.Itoa(m.nodePort)
-		if m.rejectLocalhostNodePort {
-			out.elems = append(out.elems, elemSpec{c: cLocalhostReject, key: npKey, value: "goto " + localhostNodePortRejectChainName(v1.Protocol(m.protocol))})
+	if svc.nodePort != 0 {
+		npKey := svc.protocol + " . " + strconv.Itoa(svc.nodePort)
+		if svc.rejectLocalhostNodePort {
+			out.elems = append(out.elems, elemSpec{c: cLocalhostReject, key: npKey, value: "goto " + localhostNodePortRejectChainName(v1.Protocol(svc.protocol))})
 		}
-		if m.hasEndpoints {
+		if svc.hasEndpoints {
 			// NodePorts are deliberately not subject to loadBalancerSourceRanges.
-			out.elems = append(out.elems, elemSpec{c: cServiceNodePorts, key: npKey, value: "goto " + m.externalChain})
+			out.elems = append(out.elems, elemSpec{c: cServiceNodePorts, key: npKey, value: "goto " + svc.externalChain})
 		}
 		if !hasExternal {
 			out.elems = append(out.elems, elemSpec{c: cNoEndpointNodePorts, key: npKey, value: externalVerdict, comment: comment})
@@ -182,7 +182,7 @@ func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 	if usesFirewall {
 		var sources []string
 		allowFromNode := false
-		for _, cidr := range m.sourceRanges {
+		for _, cidr := range svc.sourceRanges {
 			if len(sources) > 0 {
 				sources = append(sources, ",")
 			}
@@ -194,12 +194,12 @@ func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 		// A VIP-style LB IP is often also a local address, so node-originated
 		// requests loop back with the VIP as source; let those through.
 		if allowFromNode {
-			for _, ip := range m.lbVIPs {
+			for _, ip := range svc.lbVIPs {
 				sources = append(sources, ",", ip)
 			}
 		}
 		out.chains = append(out.chains, chainSpec{
-			name:  m.firewallChain,
+			name:  svc.firewallChain,
 			rules: []ruleSpec{{rule: knftables.Concat(g.ipX, "saddr", "!=", "{", sources, "}", "drop")}},
 		})
 	}
@@ -209,7 +209,7 @@ func (g *generator) build(m *serviceModel, slots slotSource) *serviceRules {
 // slotSource hands out endpoint map slots (the view, within the current
 // generation).
 type slotSource interface {
-	reserveSlots(chain, protocol string, n int) (mapName string, m int, base uint32)
+	reserveSlots(chain, protocol string, n int) (mapName string, mapIndex int, base uint32)
 }
 
 // maxRuleBalancedEndpoints is the largest endpoint count of a service with
@@ -224,19 +224,19 @@ const maxRuleBalancedEndpoints = 64
 
 // endpointRules writes the load-balancing rules of policy chain and, without
 // session affinity, records the endpoint map slots they read in out.slots.
-func (g *generator) endpointRules(m *serviceModel, chain string, eps []*endpointModel, slots slotSource, out *serviceRules) []ruleSpec {
+func (g *generator) endpointRules(svc *serviceModel, chain string, eps []*endpointModel, slots slotSource, out *serviceRules) []ruleSpec {
 	n := len(eps)
-	if !m.affinity {
+	if !svc.affinity {
 		if g.inlineMaps {
-			return []ruleSpec{{rule: g.inlineMapRule(m, eps)}}
+			return []ruleSpec{{rule: g.inlineMapRule(svc, eps)}}
 		}
-		mapName, mi, base := slots.reserveSlots(chain, m.protocol, n)
+		mapName, mi, base := slots.reserveSlots(chain, svc.protocol, n)
 		values := make([]string, n)
 		for i, ep := range eps {
 			values[i] = ep.ip + " . " + strconv.Itoa(ep.port)
 		}
-		out.slots = append(out.slots, slotSpec{chain: chain, m: mi, base: base, values: values})
-		return []ruleSpec{{rule: "meta l4proto " + m.protocol + " dnat " + g.ipX + " addr . port to numgen random mod " +
+		out.slots = append(out.slots, slotSpec{chain: chain, mapIndex: mi, base: base, values: values})
+		return []ruleSpec{{rule: "meta l4proto " + svc.protocol + " dnat " + g.ipX + " addr . port to numgen random mod " +
 			strconv.Itoa(n) + " offset " + strconv.FormatUint(uint64(base), 10) + " map @" + mapName}}
 	}
 	if n <= g.ruleBalanceMax || n == 1 {
@@ -270,10 +270,10 @@ func (g *generator) endpointRules(m *serviceModel, chain string, eps []*endpoint
 
 // inlineMapRule is upstream's form of load balancing, one anonymous map per
 // chain (see generator.inlineMaps).
-func (g *generator) inlineMapRule(m *serviceModel, eps []*endpointModel) string {
+func (g *generator) inlineMapRule(svc *serviceModel, eps []*endpointModel) string {
 	var b strings.Builder
 	b.WriteString("meta l4proto ")
-	b.WriteString(m.protocol)
+	b.WriteString(svc.protocol)
 	b.WriteString(" dnat ")
 	b.WriteString(g.ipX)
 	b.WriteString(" addr . port to numgen random mod ")

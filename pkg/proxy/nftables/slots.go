@@ -84,23 +84,23 @@ func endpointMapGeneration(name string) int {
 // endpointMapIndex picks the endpoint map of chain, whose endpoints speak
 // protocol.
 func endpointMapIndex(chain, protocol string) int {
-	p := 0
+	proto := 0
 	for i, name := range endpointMapProtocols {
 		if name == protocol {
-			p = i
+			proto = i
 		}
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(chain))
-	return p*endpointMapShards + int(h.Sum32()%endpointMapShards)
+	return proto*endpointMapShards + int(h.Sum32()%endpointMapShards)
 }
 
-// slotRange is a run of slots in endpoint map m. size is its capacity, a
-// power of two, so freed runs are reused by chains of similar size.
+// slotRange is a run of slots in endpoint map mapIndex. size is its
+// capacity, a power of two, so freed runs are reused by chains of similar size.
 type slotRange struct {
-	m    int
-	base uint32
-	size uint32
+	mapIndex int
+	base     uint32
+	size     uint32
 }
 
 // slotAllocator assigns slot ranges to policy chains within one generation.
@@ -133,7 +133,7 @@ func (a *slotAllocator) reserve(chain, protocol string, n int) slotRange {
 		size = 1 << bits.Len32(uint32(n-1))
 	}
 	m := endpointMapIndex(chain, protocol)
-	r := slotRange{m: m, size: size}
+	r := slotRange{mapIndex: m, size: size}
 	if bases := a.free[m][size]; len(bases) > 0 {
 		r.base = bases[len(bases)-1]
 		a.free[m][size] = bases[:len(bases)-1]
@@ -157,10 +157,10 @@ func (a *slotAllocator) release(chain string) {
 // using them has been applied.
 func (a *slotAllocator) commit() {
 	for _, r := range a.released {
-		if a.free[r.m] == nil {
-			a.free[r.m] = map[uint32][]uint32{}
+		if a.free[r.mapIndex] == nil {
+			a.free[r.mapIndex] = map[uint32][]uint32{}
 		}
-		a.free[r.m][r.size] = append(a.free[r.m][r.size], r.base)
+		a.free[r.mapIndex][r.size] = append(a.free[r.mapIndex][r.size], r.base)
 	}
 	a.released = a.released[:0]
 }
@@ -169,8 +169,8 @@ func (a *slotAllocator) commit() {
 // Once built it is never modified: the view keeps the applied one as its
 // belief of the kernel's content.
 type slotSpec struct {
-	chain  string
-	m      int // endpoint map index
-	base   uint32
-	values []string // "ip . port" of slot base+i
+	chain    string
+	mapIndex int // endpoint map index
+	base     uint32
+	values   []string // "ip . port" of slot base+i
 }

@@ -41,7 +41,7 @@ func TestEndpointMapNames(t *testing.T) {
 
 func TestSlotAllocator(t *testing.T) {
 	overlaps := func(a, b slotRange) bool {
-		return a.m == b.m && a.base < b.base+b.size && b.base < a.base+a.size
+		return a.mapIndex == b.mapIndex && a.base < b.base+b.size && b.base < a.base+a.size
 	}
 	type step struct {
 		op    string // "reserve", "release", "commit"
@@ -138,13 +138,13 @@ func TestSlotAllocatorReusesRanges(t *testing.T) {
 	for round := range 100 {
 		for i := range 50 {
 			r := a.reserve("chain-"+itoa(round)+"-"+itoa(i), "tcp", 10)
-			live[r.m]++
-			peak[r.m] = max(peak[r.m], live[r.m])
+			live[r.mapIndex]++
+			peak[r.mapIndex] = max(peak[r.mapIndex], live[r.mapIndex])
 		}
 		a.commit()
 		for i := range 50 {
 			name := "chain-" + itoa(round) + "-" + itoa(i)
-			live[a.ranges[name].m]--
+			live[a.ranges[name].mapIndex]--
 			a.release(name)
 		}
 		a.commit()

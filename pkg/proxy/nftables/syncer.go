@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -137,23 +138,23 @@ type syncResult struct {
 
 // sync programs the kernel. With nothing to change it makes no kernel call.
 func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
-	p := &plan{}
+	pl := &plan{}
 	if in.full {
-		s.setup(p)
+		s.setup(pl)
 		s.view.resetDesired()
 		enabled := [numContainers]bool{}
 		for c := range numContainers {
 			enabled[c] = c != cLocalhostReject || s.localhostRejectEnabled
 		}
-		s.view.reload(ctx, s.nft, p, enabled, s.logger)
+		s.view.reload(ctx, s.nft, pl, enabled, s.logger)
 	} else if in.rewriteClusterIPsCheck {
-		p.add(&knftables.Chain{Name: clusterIPsCheckChain})
-		p.flush(&knftables.Chain{Name: clusterIPsCheckChain})
-		s.clusterIPsCheckRules(p)
-		p.endUnit()
+		pl.add(&knftables.Chain{Name: clusterIPsCheckChain})
+		pl.flush(&knftables.Chain{Name: clusterIPsCheckChain})
+		s.clusterIPsCheckRules(pl)
+		pl.endUnit()
 	}
-	for i, m := range in.services {
-		s.view.setOwner(m.owner, s.gen.build(m, s.view))
+	for i, svc := range in.services {
+		s.view.setOwner(svc.owner, s.gen.build(svc, s.view))
 		in.services[i] = nil
 	}
 	for _, owner := range in.removed {
@@ -163,22 +164,22 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.logger.Info("Service ports claim the same destination; the first in namespace/name/port order is programmed where only one can be",
 			"destination", c.key, "servicePort", c.a, "conflictingServicePort", c.b)
 	}
-	pend := s.view.diff(p)
-	if p.empty() {
+	pend := s.view.diff(pl)
+	if pl.empty() {
 		return syncResult{}, nil
 	}
-	res := syncResult{ops: p.size}
+	res := syncResult{ops: pl.size}
 	// A large full sync (cold start) leaves much garbage behind by now: the
 	// trackers' rebuilt maps, the models, the replaced rules. Without a
 	// collection here, rendering the transactions piles on top of it, and
 	// the process peak grows with it (at 10k Services × 10 endpoints a
 	// collection here cuts the real-kernel peak RSS from ~222 to ~209 MiB);
 	// its cost is small next to such a sync and partial syncs never pay it.
-	if in.full && s.maxOps > 0 && p.size > s.maxOps {
+	if in.full && s.maxOps > 0 && pl.size > s.maxOps {
 		runtime.GC()
 	}
 	klogV9 := s.logger.V(9)
-	err := p.each(s.nft, s.maxOps, func(i, total int, tx *knftables.Transaction) error {
+	err := pl.each(s.nft, s.maxOps, func(i, total int, tx *knftables.Transaction) error {
 		res.transactions = total
 		if klogV9.Enabled() {
 			klogV9.Info("Running nftables transaction", "transaction", tx.String())
@@ -195,6 +196,47 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	}
 	s.view.commit(pend, time.Now())
 	return res, nil
+}
+
+// staleChainsPending reports whether flushed chains wait for deletion by
+// deleteStaleChains.
+func (s *syncer) staleChainsPending() bool { return len(s.view.stale) > 0 }
+
+// masqueradeMark is the packet mark (hex) that asks for masquerading.
+func (s *syncer) masqueradeMark() string { return s.gen.masqueradeMark }
+
+// useInlineMaps makes the generator balance with upstream's anonymous map per
+// chain instead of endpoint maps (see checkEndpointMaps). It takes effect for
+// the rules built from then on; call it before the first sync.
+func (s *syncer) useInlineMaps() { s.gen.inlineMaps = true }
+
+// setServiceCIDRs sets this family's ServiceCIDRs, comma-separated, for the
+// cluster-ips-check chain, and reports whether they changed. A full sync
+// writes them; a partial one only with syncInput.rewriteClusterIPsCheck.
+func (s *syncer) setServiceCIDRs(joined string) (changed bool) {
+	if joined == s.serviceCIDRs {
+		return false
+	}
+	s.serviceCIDRs = joined
+	return true
+}
+
+// rejectsLocalhostNodePort reports whether localhost traffic to NodePorts of
+// protocol is rejected (and counted) rather than served.
+func (s *syncer) rejectsLocalhostNodePort(protocol v1.Protocol) bool {
+	return slices.Contains(s.rejectProtocols, protocol)
+}
+
+// noLocalEndpoints reports, for a service port synced last, whether its
+// internal and external traffic policies are Local with no local endpoint
+// (the sync_proxy_rules_no_local_endpoints_total metric); ok is false for an
+// owner the view does not know.
+func (s *syncer) noLocalEndpoints(owner string) (internal, external, ok bool) {
+	r := s.view.owners[owner]
+	if r == nil {
+		return false, false, false
+	}
+	return r.noLocalInternal, r.noLocalExternal, true
 }
 
 // checkEndpointMaps asks nft, without changing anything, whether it can
@@ -257,7 +299,7 @@ func (s *syncer) deleteStaleChains(ctx context.Context, now time.Time, minAge ti
 	}
 	for _, name := range names {
 		delete(s.view.stale, name)
-		delete(s.view.haveChains, name)
+		delete(s.view.chains.have, name)
 	}
 	return nil
 }
@@ -327,7 +369,7 @@ var jumpChains = []struct{ dst, src, match string }{
 
 // setup writes the fixed part of the table (everything not owned by a
 // service port) as one unit. It runs on full syncs only.
-func (s *syncer) setup(p *plan) {
+func (s *syncer) setup(pl *plan) {
 	ipX, addrType := s.ipX, s.addrType
 	matchLocalhost, matchNotLocalhost := "ip daddr 127.0.0.0/8", "ip daddr != 127.0.0.0/8"
 	if s.family == v1.IPv6Protocol {
@@ -335,19 +377,19 @@ func (s *syncer) setup(p *plan) {
 	}
 	masqRule := s.gen.masqueradeRule
 
-	p.add(&knftables.Table{Comment: ptr.To("rules for kube-proxy")})
+	pl.add(&knftables.Table{Comment: ptr.To("rules for kube-proxy")})
 
 	if !s.recreatedBaseChains {
 		for _, bc := range baseChains {
-			p.add(&knftables.Chain{Name: bc.name})
-			p.delete(&knftables.Chain{Name: bc.name})
+			pl.add(&knftables.Chain{Name: bc.name})
+			pl.delete(&knftables.Chain{Name: bc.name})
 		}
 		s.recreatedBaseChains = true
 	}
 	for _, bc := range baseChains {
 		ch := &knftables.Chain{Name: bc.name, Type: ptr.To(bc.chainType), Hook: ptr.To(bc.hook), Priority: ptr.To(bc.priority)}
-		p.add(ch)
-		p.flush(ch)
+		pl.add(ch)
+		pl.flush(ch)
 	}
 
 	created := map[string]bool{}
@@ -356,41 +398,41 @@ func (s *syncer) setup(p *plan) {
 			return
 		}
 		created[name] = true
-		p.add(&knftables.Chain{Name: name})
-		p.flush(&knftables.Chain{Name: name})
+		pl.add(&knftables.Chain{Name: name})
+		pl.flush(&knftables.Chain{Name: name})
 	}
 	for _, j := range jumpChains {
 		ensure(j.dst)
-		p.add(&knftables.Rule{Chain: j.src, Rule: knftables.Concat(j.match, "jump", j.dst)})
+		pl.add(&knftables.Rule{Chain: j.src, Rule: knftables.Concat(j.match, "jump", j.dst)})
 	}
 	for _, name := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain} {
 		ensure(name)
 	}
 
-	p.add(&knftables.Set{
+	pl.add(&knftables.Set{
 		Name:    hairpinConnectionsSet,
 		Type:    addrType + " . " + addrType + " . inet_proto . inet_service",
 		Comment: ptr.To("service hairpin connections"),
 	})
-	p.add(&knftables.Rule{
+	pl.add(&knftables.Rule{
 		Chain: masqueradingChain,
 		Rule:  knftables.Concat("mark", "and", s.gen.masqueradeMark, "!=", "0", "mark", "set", "mark", "xor", s.gen.masqueradeMark, "masquerade fully-random"),
 	})
-	p.add(&knftables.Rule{
+	pl.add(&knftables.Rule{
 		Chain: masqueradingChain,
 		Rule:  knftables.Concat("ct status dnat", ipX, "saddr", ".", ipX, "daddr", ".", "meta l4proto", ".", "th dport", "@", hairpinConnectionsSet, "masquerade fully-random"),
 	})
 
-	p.add(&knftables.Set{Name: clusterIPsSet, Type: addrType, Comment: ptr.To("Active ClusterIPs")})
-	s.clusterIPsCheckRules(p)
+	pl.add(&knftables.Set{Name: clusterIPsSet, Type: addrType, Comment: ptr.To("Active ClusterIPs")})
+	s.clusterIPsCheckRules(pl)
 
 	// "add" before "delete"/"flush" so both succeed whether or not the set
 	// already exists.
-	p.add(&knftables.Set{Name: nodePortIPsSet, Type: addrType, Comment: ptr.To("IPs that accept NodePort traffic")})
+	pl.add(&knftables.Set{Name: nodePortIPsSet, Type: addrType, Comment: ptr.To("IPs that accept NodePort traffic")})
 	if s.nodePortAddresses.MatchAll() {
-		p.delete(&knftables.Set{Name: nodePortIPsSet})
+		pl.delete(&knftables.Set{Name: nodePortIPsSet})
 	} else {
-		p.flush(&knftables.Set{Name: nodePortIPsSet})
+		pl.flush(&knftables.Set{Name: nodePortIPsSet})
 		nodeIPs, err := s.nodePortAddresses.GetNodeIPs(s.networkInterfacer)
 		if err != nil {
 			s.logger.Error(err, "Failed to get node IP addresses matching nodePortAddresses; NodePorts may not work as intended", "CIDRs", s.nodePortAddresses)
@@ -399,42 +441,42 @@ func (s *syncer) setup(p *plan) {
 			if ip.IsLoopback() {
 				continue
 			}
-			p.add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
+			pl.add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
 		}
 	}
 
-	p.add(&knftables.Map{
+	pl.add(&knftables.Map{
 		Name:    noEndpointServicesMap,
 		Type:    addrType + " . inet_proto . inet_service : verdict",
 		Comment: ptr.To("vmap to drop or reject packets to services with no endpoints"),
 	})
-	p.add(&knftables.Map{
+	pl.add(&knftables.Map{
 		Name:    noEndpointNodePortsMap,
 		Type:    "inet_proto . inet_service : verdict",
 		Comment: ptr.To("vmap to drop or reject packets to service nodeports with no endpoints"),
 	})
-	p.add(&knftables.Chain{Name: rejectChain, Comment: ptr.To("helper for @no-endpoint-services / @no-endpoint-nodeports")})
-	p.flush(&knftables.Chain{Name: rejectChain})
-	p.add(&knftables.Rule{Chain: rejectChain, Rule: "reject"})
+	pl.add(&knftables.Chain{Name: rejectChain, Comment: ptr.To("helper for @no-endpoint-services / @no-endpoint-nodeports")})
+	pl.flush(&knftables.Chain{Name: rejectChain})
+	pl.add(&knftables.Rule{Chain: rejectChain, Rule: "reject"})
 
-	p.add(&knftables.Rule{
+	pl.add(&knftables.Rule{
 		Chain: serviceEndpointsCheckChain,
 		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", noEndpointServicesMap),
 	})
 	if s.nodePortAddresses.MatchAll() {
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain: nodePortEndpointsCheckChain,
 			Rule:  knftables.Concat(matchNotLocalhost, "meta l4proto . th dport", "vmap", "@", noEndpointNodePortsMap),
 		})
 	} else {
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain: nodePortEndpointsCheckChain,
 			Rule:  knftables.Concat(ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport", "vmap", "@", noEndpointNodePortsMap),
 		})
 	}
 
 	rejected := map[v1.Protocol]bool{}
-	p.add(&knftables.Map{
+	pl.add(&knftables.Map{
 		Name:    localhostNodePortRejectMap,
 		Type:    "inet_proto . inet_service : verdict",
 		Comment: ptr.To("localhost NodePorts rejected by kube-proxy"),
@@ -443,17 +485,17 @@ func (s *syncer) setup(p *plan) {
 		for _, protocol := range s.rejectProtocols {
 			rejected[protocol] = true
 			counter := metrics.LocalhostNodePortRejectedCounterName(protocol)
-			p.add(&knftables.Counter{Name: counter})
+			pl.add(&knftables.Counter{Name: counter})
 			chain := localhostNodePortRejectChainName(protocol)
 			ensure(chain)
-			p.add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("counter name", fmt.Sprintf("%q", counter), "reject")})
+			pl.add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("counter name", fmt.Sprintf("%q", counter), "reject")})
 		}
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain: nodePortEndpointsCheckChain,
 			Rule:  knftables.Concat(matchLocalhost, "meta l4proto . th dport", "vmap", "@", localhostNodePortRejectMap),
 		})
 	} else {
-		p.delete(&knftables.Map{Name: localhostNodePortRejectMap})
+		pl.delete(&knftables.Map{Name: localhostNodePortRejectMap})
 	}
 	// Remove reject objects of protocols no longer rejected (config change),
 	// chain before the counter its rule references.
@@ -462,37 +504,37 @@ func (s *syncer) setup(p *plan) {
 			continue
 		}
 		ch := &knftables.Chain{Name: localhostNodePortRejectChainName(protocol)}
-		p.add(ch)
-		p.delete(ch)
+		pl.add(ch)
+		pl.delete(ch)
 		ctr := &knftables.Counter{Name: metrics.LocalhostNodePortRejectedCounterName(protocol)}
-		p.add(ctr)
-		p.delete(ctr)
+		pl.add(ctr)
+		pl.delete(ctr)
 	}
 
-	p.add(&knftables.Map{
+	pl.add(&knftables.Map{
 		Name:    firewallIPsMap,
 		Type:    addrType + " . inet_proto . inet_service : verdict",
 		Comment: ptr.To("destinations that are subject to LoadBalancerSourceRanges"),
 	})
 	ensure(firewallCheckChain)
-	p.add(&knftables.Rule{
+	pl.add(&knftables.Rule{
 		Chain: firewallCheckChain,
 		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", firewallIPsMap),
 	})
 
-	p.add(&knftables.Map{
+	pl.add(&knftables.Map{
 		Name:    serviceIPsMap,
 		Type:    addrType + " . inet_proto . inet_service : verdict",
 		Comment: ptr.To("ClusterIP, ExternalIP and LoadBalancer IP traffic"),
 	})
-	p.add(&knftables.Map{
+	pl.add(&knftables.Map{
 		Name:    serviceNodePortsMap,
 		Type:    "inet_proto . inet_service : verdict",
 		Comment: ptr.To("NodePort traffic"),
 	})
 
 	if s.masqueradeAll {
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain:   servicesChain,
 			Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, masqRule),
 			Comment: ptr.To("masquerade all clusterIP traffic"),
@@ -500,38 +542,38 @@ func (s *syncer) setup(p *plan) {
 	} else if s.localDetector.IsImplemented() {
 		// Off-cluster clients may route the service range to any node; the
 		// chosen endpoint may be elsewhere, so replies must come back here.
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain:   servicesChain,
 			Rule:    knftables.Concat(ipX, "daddr", "@", clusterIPsSet, s.localDetector.IfNotLocalNFT(), masqRule),
 			Comment: ptr.To("masquerade clusterIP traffic from outside cluster"),
 		})
 	}
-	p.add(&knftables.Rule{
+	pl.add(&knftables.Rule{
 		Chain: servicesChain,
 		Rule:  knftables.Concat(ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", serviceIPsMap),
 	})
 	if s.nodePortAddresses.MatchAll() {
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain: servicesChain,
 			Rule:  knftables.Concat("fib daddr type local", matchNotLocalhost, "meta l4proto . th dport", "vmap", "@", serviceNodePortsMap),
 		})
 	} else {
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain: servicesChain,
 			Rule:  knftables.Concat(ipX, "daddr @nodeport-ips", "meta l4proto . th dport", "vmap", "@", serviceNodePortsMap),
 		})
 	}
-	p.endUnit()
+	pl.endUnit()
 }
 
-func (s *syncer) clusterIPsCheckRules(p *plan) {
-	p.add(&knftables.Rule{
+func (s *syncer) clusterIPsCheckRules(pl *plan) {
+	pl.add(&knftables.Rule{
 		Chain:   clusterIPsCheckChain,
 		Rule:    knftables.Concat(s.ipX, "daddr", "@", clusterIPsSet, "reject"),
 		Comment: ptr.To("Reject traffic to invalid ports of ClusterIPs"),
 	})
 	if s.serviceCIDRs != "" {
-		p.add(&knftables.Rule{
+		pl.add(&knftables.Rule{
 			Chain:   clusterIPsCheckChain,
 			Rule:    knftables.Concat(s.ipX, "daddr", "{", s.serviceCIDRs, "}", "drop"),
 			Comment: ptr.To("Drop traffic to unallocated ClusterIPs"),

@@ -38,33 +38,24 @@ type view struct {
 	ipX      string // "ip" or "ip6"
 
 	// Endpoint maps (slots.go): the current generation, its slot
-	// assignments, which of its maps exist in the kernel, what the kernel
-	// holds per policy chain, what we want there, and the maps of older
-	// generations to delete once nothing refers to them.
-	epGen        int
-	slots        *slotAllocator
-	epMapsHave   [numEndpointMaps]bool
-	haveSlots    map[string]*slotSpec
-	wantSlots    map[string]*slotSpec
-	touchedSlots map[string]struct{}
-	retired      []string
+	// assignments, which of its maps exist in the kernel, per policy chain
+	// its slots in the kernel and wanted, and the maps of older generations
+	// to delete once nothing refers to them.
+	epGen      int
+	slots      *slotAllocator
+	epMapsHave [numEndpointMaps]bool
+	epSlots    tracked[*slotSpec, *slotSpec]
+	retired    []string
 
-	// believed kernel state
-	haveElems  [numContainers]map[string]string
-	haveChains map[string]*chainSpec // nil value: exists, content unknown
-	haveSets   map[string]time.Duration
-	stale      map[string]time.Time // flushed chains waiting to be deleted
+	// Chains owned by service ports (a nil have value: exists, content
+	// unknown), affinity sets (by timeout) and the elements of each
+	// container (by key).
+	chains tracked[*chainSpec, *chainSpec]
+	sets   tracked[time.Duration, time.Duration]
+	elems  [numContainers]tracked[string, *wantElem]
 
-	// desired state
-	owners     map[string]*serviceRules
-	wantElems  [numContainers]map[string]*wantElem
-	wantChains map[string]*chainSpec
-	wantSets   map[string]time.Duration
-
-	// what changed since the last plan
-	touchedElems  [numContainers]map[string]struct{}
-	touchedChains map[string]struct{}
-	touchedSets   map[string]struct{}
+	stale  map[string]time.Time // flushed chains waiting to be deleted
+	owners map[string]*serviceRules
 
 	// conflicts are the frontend keys wanted by more than one owner that
 	// have been reported; newConflicts those not reported yet.
@@ -76,34 +67,70 @@ const unknownTimeout = time.Duration(-1)
 
 func newView(ipX, addrType string) *view {
 	v := &view{
-		addrType:      addrType,
-		ipX:           ipX,
-		slots:         newSlotAllocator(),
-		haveSlots:     map[string]*slotSpec{},
-		wantSlots:     map[string]*slotSpec{},
-		touchedSlots:  map[string]struct{}{},
-		haveChains:    map[string]*chainSpec{},
-		haveSets:      map[string]time.Duration{},
-		stale:         map[string]time.Time{},
-		owners:        map[string]*serviceRules{},
-		wantChains:    map[string]*chainSpec{},
-		wantSets:      map[string]time.Duration{},
-		touchedChains: map[string]struct{}{},
-		touchedSets:   map[string]struct{}{},
-		conflicts:     map[conflict]struct{}{},
+		addrType:  addrType,
+		ipX:       ipX,
+		slots:     newSlotAllocator(),
+		epSlots:   newTracked[*slotSpec, *slotSpec](),
+		chains:    newTracked[*chainSpec, *chainSpec](),
+		sets:      newTracked[time.Duration, time.Duration](),
+		stale:     map[string]time.Time{},
+		owners:    map[string]*serviceRules{},
+		conflicts: map[conflict]struct{}{},
 	}
 	for c := range numContainers {
-		v.haveElems[c] = map[string]string{}
-		v.wantElems[c] = map[string]*wantElem{}
-		v.touchedElems[c] = map[string]struct{}{}
+		v.elems[c] = newTracked[string, *wantElem]()
 	}
 	return v
+}
+
+// tracked is one kind of object in the view: what the kernel is believed to
+// hold (have), what is wanted (want), and the names touched since the last
+// diff, the only ones the next diff compares.
+type tracked[H, W any] struct {
+	have    map[string]H
+	want    map[string]W
+	touched map[string]struct{}
+}
+
+func newTracked[H, W any]() tracked[H, W] {
+	return tracked[H, W]{have: map[string]H{}, want: map[string]W{}, touched: map[string]struct{}{}}
+}
+
+func (t *tracked[H, W]) touch(name string) { t.touched[name] = struct{}{} }
+
+// setWant wants w under name.
+func (t *tracked[H, W]) setWant(name string, w W) {
+	t.want[name] = w
+	t.touched[name] = struct{}{}
+}
+
+// dropWant no longer wants name.
+func (t *tracked[H, W]) dropWant(name string) {
+	delete(t.want, name)
+	t.touched[name] = struct{}{}
+}
+
+// touchAll touches everything held or wanted, for a full reconcile.
+func (t *tracked[H, W]) touchAll() {
+	for name := range t.have {
+		t.touched[name] = struct{}{}
+	}
+	for name := range t.want {
+		t.touched[name] = struct{}{}
+	}
+}
+
+// takeTouched returns the touched names, sorted, and forgets them.
+func (t *tracked[H, W]) takeTouched() []string {
+	names := sortedKeys(t.touched)
+	clear(t.touched)
+	return names
 }
 
 // reserveSlots implements slotSource.
 func (v *view) reserveSlots(chain, protocol string, n int) (string, int, uint32) {
 	r := v.slots.reserve(chain, protocol, n)
-	return endpointMapName(v.epGen, r.m), r.m, r.base
+	return endpointMapName(v.epGen, r.mapIndex), r.mapIndex, r.base
 }
 
 // newGeneration starts a new endpoint map generation, numbered so that it
@@ -133,7 +160,7 @@ func (v *view) newGeneration(existing []string, listed bool) {
 	v.epGen = gen
 	v.slots = newSlotAllocator()
 	v.epMapsHave = [numEndpointMaps]bool{}
-	clear(v.haveSlots)
+	clear(v.epSlots.have)
 }
 
 // setOwner replaces everything owner contributes with r (nil removes it).
@@ -141,24 +168,23 @@ func (v *view) setOwner(owner string, r *serviceRules) {
 	if old := v.owners[owner]; old != nil {
 		for i := range old.slots {
 			chain := old.slots[i].chain
-			if v.wantSlots[chain] == &old.slots[i] {
-				delete(v.wantSlots, chain)
+			if v.epSlots.want[chain] == &old.slots[i] {
+				v.epSlots.dropWant(chain)
 			}
-			v.touchedSlots[chain] = struct{}{}
+			v.epSlots.touch(chain)
 			if r == nil || !slices.ContainsFunc(r.slots, func(s slotSpec) bool { return s.chain == chain }) {
 				v.slots.release(chain)
 			}
 		}
 		for i := range old.chains {
 			name := old.chains[i].name
-			if cur := v.wantChains[name]; cur == &old.chains[i] {
-				delete(v.wantChains, name)
+			if v.chains.want[name] == &old.chains[i] {
+				v.chains.dropWant(name)
 			}
-			v.touchedChains[name] = struct{}{}
+			v.chains.touch(name)
 		}
 		for _, s := range old.sets {
-			delete(v.wantSets, s.name)
-			v.touchedSets[s.name] = struct{}{}
+			v.sets.dropWant(s.name)
 		}
 		for _, e := range old.elems {
 			v.unclaim(owner, e)
@@ -170,19 +196,16 @@ func (v *view) setOwner(owner string, r *serviceRules) {
 	}
 	v.owners[owner] = r
 	for i := range r.chains {
-		v.wantChains[r.chains[i].name] = &r.chains[i]
-		v.touchedChains[r.chains[i].name] = struct{}{}
+		v.chains.setWant(r.chains[i].name, &r.chains[i])
 	}
 	for _, s := range r.sets {
-		v.wantSets[s.name] = s.timeout
-		v.touchedSets[s.name] = struct{}{}
+		v.sets.setWant(s.name, s.timeout)
 	}
 	for _, e := range r.elems {
 		v.claim(owner, e)
 	}
 	for i := range r.slots {
-		v.wantSlots[r.slots[i].chain] = &r.slots[i]
-		v.touchedSlots[r.slots[i].chain] = struct{}{}
+		v.epSlots.setWant(r.slots[i].chain, &r.slots[i])
 	}
 }
 
@@ -192,11 +215,11 @@ func (v *view) setOwner(owner string, r *serviceRules) {
 // order), so the winner depends neither on the order in which service ports
 // were synced nor on map iteration.
 func (v *view) claim(owner string, e elemSpec) {
-	v.touchedElems[e.c][e.key] = struct{}{}
-	w := v.wantElems[e.c][e.key]
+	v.elems[e.c].touch(e.key)
+	w := v.elems[e.c].want[e.key]
 	if w == nil {
 		v.noteConflicts(e.c, e.key, owner)
-		v.wantElems[e.c][e.key] = &wantElem{value: e.value, comment: e.comment, owner: owner}
+		v.elems[e.c].want[e.key] = &wantElem{value: e.value, comment: e.comment, owner: owner}
 		return
 	}
 	if w.owner == owner {
@@ -218,14 +241,14 @@ func (v *view) claim(owner string, e elemSpec) {
 }
 
 func (v *view) unclaim(owner string, e elemSpec) {
-	v.touchedElems[e.c][e.key] = struct{}{}
-	w := v.wantElems[e.c][e.key]
+	v.elems[e.c].touch(e.key)
+	w := v.elems[e.c].want[e.key]
 	if w == nil {
 		return
 	}
 	if w.owner == owner {
 		if len(w.others) == 0 {
-			delete(v.wantElems[e.c], e.key)
+			delete(v.elems[e.c].want, e.key)
 			return
 		}
 		next := w.others[0]
@@ -269,7 +292,7 @@ func (v *view) noteConflicts(c container, key, owner string) {
 		return
 	}
 	for _, pc := range [2]container{primary, partner} {
-		w := v.wantElems[pc][key]
+		w := v.elems[pc].want[key]
 		if w == nil {
 			continue
 		}
@@ -315,7 +338,7 @@ func (v *view) takeNewConflicts() []conflict {
 func (v *view) wants(primary container, key, owner string) bool {
 	_, partner, _ := frontendContainers(primary)
 	for _, c := range [2]container{primary, partner} {
-		w := v.wantElems[c][key]
+		w := v.elems[c].want[key]
 		if w == nil {
 			continue
 		}
@@ -347,32 +370,32 @@ func splitOwner(owner string) (namespace, name, port string) {
 // resetDesired forgets all desired state (a full sync recomputes it).
 func (v *view) resetDesired() {
 	clear(v.owners)
-	clear(v.wantChains)
-	clear(v.wantSets)
-	clear(v.wantSlots)
+	clear(v.chains.want)
+	clear(v.sets.want)
+	clear(v.epSlots.want)
 	for c := range numContainers {
-		clear(v.wantElems[c])
+		clear(v.elems[c].want)
 	}
 }
 
 // reload replaces the believed kernel state with what the kernel reports, and
 // marks everything touched so that the next plan reconciles all of it. A
 // container that cannot be listed is flushed by the plan instead.
-func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, enabled [numContainers]bool, logger klog.Logger) {
-	for name := range v.haveChains {
-		v.haveChains[name] = nil
+func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, enabled [numContainers]bool, logger klog.Logger) {
+	for name := range v.chains.have {
+		v.chains.have[name] = nil
 	}
 	chains, err := nft.List(ctx, "chains")
 	switch {
 	case err == nil:
-		clear(v.haveChains)
+		clear(v.chains.have)
 		for _, name := range chains {
 			if isServiceChainName(name) {
-				v.haveChains[name] = nil
+				v.chains.have[name] = nil
 			}
 		}
 	case isNotFound(err):
-		clear(v.haveChains)
+		clear(v.chains.have)
 	default:
 		logger.Error(err, "Failed to list nftables chains; keeping the last known list")
 	}
@@ -383,21 +406,21 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 	sets, err := nft.List(ctx, "sets")
 	switch {
 	case err == nil:
-		clear(v.haveSets)
+		clear(v.sets.have)
 		for _, name := range sets {
 			if isAffinitySetName(name) {
-				v.haveSets[name] = unknownTimeout
+				v.sets.have[name] = unknownTimeout
 			}
 		}
 	case isNotFound(err):
-		clear(v.haveSets)
+		clear(v.sets.have)
 	default:
 		// Keep the names (stale ones still need deleting) but not the
 		// belief that they exist as wanted: the plan re-adds every wanted
 		// set, which is harmless if it is there.
 		logger.Error(err, "Failed to list nftables sets; re-adding the wanted ones")
-		for name := range v.haveSets {
-			v.haveSets[name] = unknownTimeout
+		for name := range v.sets.have {
+			v.sets.have[name] = unknownTimeout
 		}
 	}
 
@@ -408,7 +431,7 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 	v.newGeneration(maps, err == nil || isNotFound(err))
 
 	for c := range numContainers {
-		clear(v.haveElems[c])
+		clear(v.elems[c].have)
 		if !enabled[c] {
 			continue
 		}
@@ -416,46 +439,26 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, p *plan, ena
 		if err != nil && !isNotFound(err) {
 			logger.Error(err, "Failed to list nftables elements; flushing", "containerType", c.kind(), "containerName", containerNames[c])
 			if c.isSet() {
-				p.flush(&knftables.Set{Name: containerNames[c]})
+				pl.flush(&knftables.Set{Name: containerNames[c]})
 			} else {
-				p.flush(&knftables.Map{Name: containerNames[c]})
+				pl.flush(&knftables.Map{Name: containerNames[c]})
 			}
 			continue
 		}
 		for _, e := range elems {
-			v.haveElems[c][joinKey(e.Key)] = joinKey(e.Value)
+			v.elems[c].have[joinKey(e.Key)] = joinKey(e.Value)
 		}
 	}
-	p.endUnit()
+	pl.endUnit()
 	v.touchAll()
 }
 
 func (v *view) touchAll() {
-	for name := range v.haveChains {
-		v.touchedChains[name] = struct{}{}
-	}
-	for name := range v.wantChains {
-		v.touchedChains[name] = struct{}{}
-	}
-	for name := range v.haveSets {
-		v.touchedSets[name] = struct{}{}
-	}
-	for name := range v.wantSets {
-		v.touchedSets[name] = struct{}{}
-	}
-	for chain := range v.haveSlots {
-		v.touchedSlots[chain] = struct{}{}
-	}
-	for chain := range v.wantSlots {
-		v.touchedSlots[chain] = struct{}{}
-	}
+	v.chains.touchAll()
+	v.sets.touchAll()
+	v.epSlots.touchAll()
 	for c := range numContainers {
-		for k := range v.haveElems[c] {
-			v.touchedElems[c][k] = struct{}{}
-		}
-		for k := range v.wantElems[c] {
-			v.touchedElems[c][k] = struct{}{}
-		}
+		v.elems[c].touchAll()
 	}
 }
 
@@ -514,47 +517,47 @@ type pendingElem struct {
 	del   bool
 }
 
-// diff appends to p the operations that turn the believed state into the
+// diff appends to pl the operations that turn the believed state into the
 // desired one for everything touched since the last diff, in an order that is
 // safe to cut between units: affinity sets and endpoint map data, then
 // chains, then element additions and changes, then removals (elements before
 // the chains and sets they reference), and last the retired endpoint maps.
-func (v *view) diff(p *plan) *pending {
+func (v *view) diff(pl *plan) *pending {
 	pend := &pending{}
 
 	// Endpoint slots are written before the chains that read them; slots a
 	// chain stopped using are removed after it was rewritten.
-	touchedSlots := sortedKeys(v.touchedSlots)
+	touchedSlots := v.epSlots.takeTouched()
 	for _, chain := range touchedSlots {
-		want, have := v.wantSlots[chain], v.haveSlots[chain]
+		want, have := v.epSlots.want[chain], v.epSlots.have[chain]
 		if want == nil {
 			continue
 		}
-		if !v.epMapsHave[want.m] && !slices.Contains(pend.epMaps, want.m) {
-			p.add(&knftables.Map{
-				Name:    endpointMapName(v.epGen, want.m),
-				TypeOf:  endpointMapTypeOf(v.ipX, want.m),
+		if !v.epMapsHave[want.mapIndex] && !slices.Contains(pend.epMaps, want.mapIndex) {
+			pl.add(&knftables.Map{
+				Name:    endpointMapName(v.epGen, want.mapIndex),
+				TypeOf:  endpointMapTypeOf(v.ipX, want.mapIndex),
 				Comment: ptr.To("service endpoints by slot (see the rules using it)"),
 			})
-			p.endUnit()
-			pend.epMaps = append(pend.epMaps, want.m)
+			pl.endUnit()
+			pend.epMaps = append(pend.epMaps, want.mapIndex)
 		}
-		name := endpointMapName(v.epGen, want.m)
-		if have == nil || have.m != want.m || have.base != want.base {
-			p.addSlots(name, want.base, want.values, 0, len(want.values))
-			p.endUnit()
+		name := endpointMapName(v.epGen, want.mapIndex)
+		if have == nil || have.mapIndex != want.mapIndex || have.base != want.base {
+			pl.addSlots(name, want.base, want.values, 0, len(want.values))
+			pl.endUnit()
 		} else {
 			n := min(len(have.values), len(want.values))
 			for i := range n {
 				if have.values[i] != want.values[i] {
-					p.deleteSlots(name, want.base, i, i+1)
-					p.addSlots(name, want.base, want.values, i, i+1)
-					p.endUnit()
+					pl.deleteSlots(name, want.base, i, i+1)
+					pl.addSlots(name, want.base, want.values, i, i+1)
+					pl.endUnit()
 				}
 			}
 			if len(want.values) > n {
-				p.addSlots(name, want.base, want.values, n, len(want.values))
-				p.endUnit()
+				pl.addSlots(name, want.base, want.values, n, len(want.values))
+				pl.endUnit()
 			}
 		}
 		if have != want {
@@ -562,16 +565,16 @@ func (v *view) diff(p *plan) *pending {
 		}
 	}
 
-	touchedSets := sortedKeys(v.touchedSets)
+	touchedSets := v.sets.takeTouched()
 	for _, name := range touchedSets {
-		want, ok := v.wantSets[name]
+		want, ok := v.sets.want[name]
 		if !ok {
 			continue
 		}
-		if have, exists := v.haveSets[name]; exists && have == want {
+		if have, exists := v.sets.have[name]; exists && have == want {
 			continue
 		}
-		p.add(&knftables.Set{
+		pl.add(&knftables.Set{
 			Name: name,
 			Type: v.addrType,
 			Flags: []knftables.SetFlag{
@@ -582,104 +585,104 @@ func (v *view) diff(p *plan) *pending {
 			},
 			Timeout: ptrDuration(want),
 		})
-		p.endUnit()
+		pl.endUnit()
 		pend.sets = append(pend.sets, setSpec{name: name, timeout: want})
 	}
 
-	touchedChains := sortedKeys(v.touchedChains)
+	touchedChains := v.chains.takeTouched()
 	// Write chains so that every jump/goto target is created first:
 	// endpoint chains, then policy chains, then external/firewall chains.
 	slices.SortStableFunc(touchedChains, func(a, b string) int { return chainRank(a) - chainRank(b) })
 	for _, name := range touchedChains {
-		want := v.wantChains[name]
+		want := v.chains.want[name]
 		if want == nil {
 			continue
 		}
-		have, exists := v.haveChains[name]
+		have, exists := v.chains.have[name]
 		if exists && want.equal(have) {
 			continue
 		}
-		p.add(&knftables.Chain{Name: name})
+		pl.add(&knftables.Chain{Name: name})
 		if exists {
-			p.flush(&knftables.Chain{Name: name})
+			pl.flush(&knftables.Chain{Name: name})
 		}
 		for _, r := range want.rules {
-			p.add(&knftables.Rule{Chain: name, Rule: r.rule, Comment: r.comment})
+			pl.add(&knftables.Rule{Chain: name, Rule: r.rule, Comment: r.comment})
 		}
-		p.endUnit()
+		pl.endUnit()
 		pend.chains = append(pend.chains, want)
 	}
 
 	var removals []pendingElem
 	for c := range numContainers {
-		keys := sortedKeys(v.touchedElems[c])
+		keys := v.elems[c].takeTouched()
 		for _, key := range keys {
-			want := v.wantElems[c][key]
-			have, exists := v.haveElems[c][key]
+			want := v.elems[c].want[key]
+			have, exists := v.elems[c].have[key]
 			switch {
 			case want == nil && exists:
 				removals = append(removals, pendingElem{c: c, key: key, del: true})
 			case want == nil:
 			case !exists:
-				p.add(c.element(key, want.value, want.comment))
-				p.endUnit()
+				pl.add(c.element(key, want.value, want.comment))
+				pl.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			case have != want.value:
-				p.delete(c.element(key, "", nil))
-				p.add(c.element(key, want.value, want.comment))
-				p.endUnit()
+				pl.delete(c.element(key, "", nil))
+				pl.add(c.element(key, want.value, want.comment))
+				pl.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			}
 		}
 	}
 	for _, r := range removals {
-		p.delete(r.c.element(r.key, "", nil))
-		p.endUnit()
+		pl.delete(r.c.element(r.key, "", nil))
+		pl.endUnit()
 	}
 	pend.elems = append(pend.elems, removals...)
 
 	for _, chain := range touchedSlots {
-		want, have := v.wantSlots[chain], v.haveSlots[chain]
+		want, have := v.epSlots.want[chain], v.epSlots.have[chain]
 		if have == nil {
 			continue
 		}
-		name := endpointMapName(v.epGen, have.m)
+		name := endpointMapName(v.epGen, have.mapIndex)
 		switch {
-		case want == nil || want.m != have.m || want.base != have.base:
-			p.deleteSlots(name, have.base, 0, len(have.values))
+		case want == nil || want.mapIndex != have.mapIndex || want.base != have.base:
+			pl.deleteSlots(name, have.base, 0, len(have.values))
 		case len(have.values) > len(want.values):
-			p.deleteSlots(name, have.base, len(want.values), len(have.values))
+			pl.deleteSlots(name, have.base, len(want.values), len(have.values))
 		default:
 			continue
 		}
-		p.endUnit()
+		pl.endUnit()
 		if want == nil {
 			pend.slots = append(pend.slots, pendingSlots{chain: chain})
 		}
 	}
 
 	for _, name := range touchedChains {
-		if _, wanted := v.wantChains[name]; wanted {
+		if _, wanted := v.chains.want[name]; wanted {
 			continue
 		}
-		have, exists := v.haveChains[name]
+		have, exists := v.chains.have[name]
 		if !exists {
 			continue
 		}
 		if have == nil || len(have.rules) > 0 {
-			p.flush(&knftables.Chain{Name: name})
-			p.endUnit()
+			pl.flush(&knftables.Chain{Name: name})
+			pl.endUnit()
 		}
 		pend.stale = append(pend.stale, name)
 	}
 
 	for _, name := range touchedSets {
-		if _, wanted := v.wantSets[name]; wanted {
+		if _, wanted := v.sets.want[name]; wanted {
 			continue
 		}
-		if _, exists := v.haveSets[name]; exists {
-			p.delete(&knftables.Set{Name: name})
-			p.endUnit()
+		if _, exists := v.sets.have[name]; exists {
+			pl.delete(&knftables.Set{Name: name})
+			pl.endUnit()
 			pend.delSet = append(pend.delSet, name)
 		}
 	}
@@ -687,17 +690,11 @@ func (v *view) diff(p *plan) *pending {
 	// Every chain that could refer to a retired map has been rewritten or
 	// flushed above (a full sync rewrites all of them).
 	for _, name := range v.retired {
-		p.delete(&knftables.Map{Name: name})
-		p.endUnit()
+		pl.delete(&knftables.Map{Name: name})
+		pl.endUnit()
 	}
 	pend.retired = len(v.retired)
 
-	clear(v.touchedChains)
-	clear(v.touchedSets)
-	clear(v.touchedSlots)
-	for c := range numContainers {
-		clear(v.touchedElems[c])
-	}
 	return pend
 }
 
@@ -705,35 +702,35 @@ func (v *view) diff(p *plan) *pending {
 func (v *view) commit(pend *pending, now time.Time) {
 	for _, e := range pend.elems {
 		if e.del {
-			delete(v.haveElems[e.c], e.key)
+			delete(v.elems[e.c].have, e.key)
 		} else {
-			v.haveElems[e.c][e.key] = e.value
+			v.elems[e.c].have[e.key] = e.value
 		}
 	}
 	for _, ch := range pend.chains {
-		v.haveChains[ch.name] = ch
+		v.chains.have[ch.name] = ch
 		delete(v.stale, ch.name)
 	}
 	for _, name := range pend.stale {
-		v.haveChains[name] = &chainSpec{name: name}
+		v.chains.have[name] = &chainSpec{name: name}
 		if _, ok := v.stale[name]; !ok {
 			v.stale[name] = now
 		}
 	}
 	for _, s := range pend.sets {
-		v.haveSets[s.name] = s.timeout
+		v.sets.have[s.name] = s.timeout
 	}
 	for _, name := range pend.delSet {
-		delete(v.haveSets, name)
+		delete(v.sets.have, name)
 	}
 	for _, i := range pend.epMaps {
 		v.epMapsHave[i] = true
 	}
 	for _, ps := range pend.slots {
 		if ps.want == nil {
-			delete(v.haveSlots, ps.chain)
+			delete(v.epSlots.have, ps.chain)
 		} else {
-			v.haveSlots[ps.chain] = ps.want
+			v.epSlots.have[ps.chain] = ps.want
 		}
 	}
 	v.retired = v.retired[pend.retired:]
@@ -743,11 +740,11 @@ func (v *view) commit(pend *pending, now time.Time) {
 // invalidate drops trust in the believed kernel state after a failed
 // transaction; the next (full) sync reloads it.
 func (v *view) invalidate() {
-	for name := range v.haveChains {
-		v.haveChains[name] = nil
+	for name := range v.chains.have {
+		v.chains.have[name] = nil
 	}
-	for name := range v.haveSets {
-		v.haveSets[name] = unknownTimeout
+	for name := range v.sets.have {
+		v.sets.have[name] = unknownTimeout
 	}
 	clear(v.stale)
 }
