@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 )
 
 // EndpointLocation is implemented by proxy.Endpoint values that know the node and zone
@@ -67,12 +68,32 @@ func NewComputer(family Family) *Computer {
 // Compute is the package-level Compute with reuse of unchanged ports. The returned State
 // shares slices with earlier and later States: treat all of them as read-only.
 func (c *Computer) Compute(ctx context.Context, services proxy.ServicePortMap, endpoints proxy.EndpointsMap, nodeName string, topologyLabels map[string]string) *State {
-	logger := klog.FromContext(ctx)
 	zone := topologyLabels[v1.LabelTopologyZone]
-	if nodeName != c.nodeName || zone != c.zone {
+	fresh := nodeName != c.nodeName || zone != c.zone
+	c.nodeName, c.zone = nodeName, zone
+	return c.compute(ctx, services, endpoints, fresh, func(spn proxy.ServicePortName, sp proxy.ServicePort) *proxy.TrafficPolicy {
+		tp := proxy.ResolveTrafficPolicy(sp, endpoints[spn], nodeName, topologyLabels)
+		return &tp
+	})
+}
+
+// ComputeUpdate is Compute over what a sync shell hands its backend: the traffic
+// policies the shell resolved are used as they are, so the brain decides them once for
+// every backend. A full update recomputes every port.
+func (c *Computer) ComputeUpdate(ctx context.Context, u *syncshell.Update) *State {
+	return c.compute(ctx, u.Services, u.Endpoints, u.Full, func(spn proxy.ServicePortName, _ proxy.ServicePort) *proxy.TrafficPolicy {
+		return u.Policy(spn)
+	})
+}
+
+// compute converts every port whose inputs changed since the last call (all of them if
+// fresh), taking each port's traffic policy from policy (nil: leave the port out).
+func (c *Computer) compute(ctx context.Context, services proxy.ServicePortMap, endpoints proxy.EndpointsMap, fresh bool,
+	policy func(proxy.ServicePortName, proxy.ServicePort) *proxy.TrafficPolicy) *State {
+	logger := klog.FromContext(ctx)
+	if fresh {
 		clear(c.cache)
 		c.order = c.order[:0]
-		c.nodeName, c.zone = nodeName, zone
 	}
 	c.pass++
 	membershipChanged := false
@@ -90,7 +111,12 @@ func (c *Computer) Compute(ctx context.Context, services proxy.ServicePortMap, e
 			e.seen = c.pass
 			continue
 		}
-		svc, ok := c.convert(logger, spn, sp, eps, topologyLabels)
+		var svc Service
+		tp := policy(spn, sp)
+		ok := tp != nil
+		if ok {
+			svc, ok = c.convert(logger, spn, sp, tp)
+		}
 		if !ok {
 			if e != nil {
 				delete(c.cache, spn)
@@ -135,7 +161,7 @@ func reusable(old, cur proxy.ServicePort) bool {
 	return old == cur
 }
 
-func (c *Computer) convert(logger klog.Logger, spn proxy.ServicePortName, sp proxy.ServicePort, eps []proxy.Endpoint, topologyLabels map[string]string) (Service, bool) {
+func (c *Computer) convert(logger klog.Logger, spn proxy.ServicePortName, sp proxy.ServicePort, tp *proxy.TrafficPolicy) (Service, bool) {
 	name := PortName{Namespace: spn.Namespace, Name: spn.Name, Port: spn.Port, Protocol: Protocol(spn.Protocol)}
 	clusterIP, ok := c.addr(sp.ClusterIP())
 	if !ok {
@@ -181,8 +207,8 @@ func (c *Computer) convert(logger klog.Logger, spn proxy.ServicePortName, sp pro
 	p.Normalize()
 
 	svc := Service{ServicePort: p}
-	cluster, local, all, hasAny := proxy.CategorizeEndpoints(eps, sp, c.nodeName, topologyLabels)
-	svc.HasAnyEndpoints = hasAny
+	cluster, local, all := tp.ClusterEndpoints, tp.LocalEndpoints, tp.ReachableEndpoints
+	svc.HasAnyEndpoints = tp.HasEndpoints
 	if len(all) == 0 {
 		return svc, true
 	}

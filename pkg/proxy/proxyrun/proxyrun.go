@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,13 +13,11 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
 
-	"k8s.io/kube-proxy/pkg/proxy"
 	"k8s.io/kube-proxy/pkg/proxy/backend"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	"k8s.io/kube-proxy/pkg/proxy/metrics"
-	"k8s.io/kube-proxy/pkg/proxy/runner"
 	"k8s.io/kube-proxy/pkg/proxy/source"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 )
 
 // DefaultMaxSyncInterval is used when Options.MaxSyncInterval is 0: kube-proxy's default
@@ -29,12 +26,7 @@ const DefaultMaxSyncInterval = 30 * time.Second
 
 // HealthRecorder is told when a family has a change queued and when it synced;
 // *healthcheck.ProxyHealthServer implements it.
-type HealthRecorder interface {
-	QueuedUpdate(ipFamily v1.IPFamily)
-	Updated(ipFamily v1.IPFamily)
-}
-
-var _ HealthRecorder = &healthcheck.ProxyHealthServer{}
+type HealthRecorder = syncshell.HealthRecorder
 
 // Options configure a Proxy. The zero value runs IPv4 only, with no minimum interval
 // between syncs.
@@ -73,43 +65,35 @@ type Stats struct {
 }
 
 // Proxy connects a Source to a backend. It implements source.Handler.
+//
+// Each family runs on its own sync shell (k8s.io/kube-proxy/pkg/proxy/syncshell), the one
+// kube-proxy's own proxiers use: the shell keeps the trackers, decides traffic policy and
+// reports metrics and health; the Proxy turns each shell update into a localnode.State and
+// hands it to the backend when it changed.
 type Proxy struct {
 	opts     Options
 	backend  backend.FullState
 	families []*family
 	locs     *localnode.Locations
 
-	servicesSynced, slicesSynced atomic.Bool
-	runner                       atomic.Pointer[runner.BoundedFrequencyRunner]
-
-	mu       sync.Mutex
-	topology map[string]string
-	// topoGen counts topology changes, so a sync can tell whether its last computation
-	// used the current labels.
-	topoGen uint64
-
-	// syncMu serialises Sync; the fields below it are owned by the sync.
-	syncMu sync.Mutex
-
 	events, syncs, revisions, calls, failures atomic.Uint64
 }
 
+// family is one IP family: its shell and, as the shell's backend, what was last computed
+// and synced.
 type family struct {
-	name   localnode.Family
-	ipFam  v1.IPFamily
-	sct    *proxy.ServiceChangeTracker
-	ect    *proxy.EndpointsChangeTracker
-	svcMap proxy.ServicePortMap
-	epMap  proxy.EndpointsMap
-	comp   *localnode.Computer
+	proxy *Proxy
+	name  localnode.Family
+	shell *syncshell.Shell
+	comp  *localnode.Computer
 
-	last     *localnode.State
+	// Touched only by Sync, which the shell serialises.
+	computed *localnode.State
 	failed   bool
+
+	mu       sync.Mutex // guards last and revision, which State reads
+	last     *localnode.State
 	revision uint64
-	// computed is the State last computed, from topology generation computedGen; reused
-	// while the trackers report no change.
-	computed    *localnode.State
-	computedGen uint64
 }
 
 var _ source.Handler = &Proxy{}
@@ -135,7 +119,7 @@ func New(b backend.FullState, opts Options) (*Proxy, error) {
 			opts.RetryInterval = time.Second
 		}
 	}
-	p := &Proxy{opts: opts, backend: b, locs: localnode.NewLocations(), topology: map[string]string{}}
+	p := &Proxy{opts: opts, backend: b, locs: localnode.NewLocations()}
 	for _, f := range opts.Families {
 		if f != localnode.IPv4 && f != localnode.IPv6 {
 			return nil, fmt.Errorf("proxyrun: unknown IP family %q", f)
@@ -143,16 +127,22 @@ func New(b backend.FullState, opts Options) (*Proxy, error) {
 		if slices.ContainsFunc(p.families, func(x *family) bool { return x.name == f }) {
 			return nil, fmt.Errorf("proxyrun: IP family %q listed twice", f)
 		}
-		ipFam := v1.IPFamily(f)
-		p.families = append(p.families, &family{
-			name:   f,
-			ipFam:  ipFam,
-			sct:    proxy.NewServiceChangeTracker(ipFam, nil, nil),
-			ect:    proxy.NewEndpointsChangeTracker(ipFam, opts.NodeName, p.locs.MakeEndpoint, nil),
-			svcMap: proxy.ServicePortMap{},
-			epMap:  proxy.EndpointsMap{},
-			comp:   localnode.NewComputer(f),
-		})
+		fam := &family{proxy: p, name: f, comp: localnode.NewComputer(f)}
+		var err error
+		fam.shell, err = syncshell.New(context.Background(), syncshell.Options{
+			Family:        v1.IPFamily(f),
+			NodeName:      opts.NodeName,
+			MakeEndpoint:  p.locs.MakeEndpoint,
+			MinInterval:   opts.MinSyncInterval,
+			RetryInterval: opts.RetryInterval,
+			MaxInterval:   opts.MaxSyncInterval,
+			Health:        opts.Health,
+			ServiceHealth: opts.ServiceHealth[f],
+		}, fam)
+		if err != nil {
+			return nil, fmt.Errorf("proxyrun: %w", err)
+		}
+		p.families = append(p.families, fam)
 	}
 	return p, nil
 }
@@ -171,19 +161,12 @@ func Run(ctx context.Context, src source.Source, b backend.FullState, opts Optio
 // start.
 func (p *Proxy) Run(ctx context.Context, src source.Source) error {
 	logger := klog.FromContext(ctx)
-	// The sync loop stops with ctx, or as soon as the source fails.
+	// The sync loops stop with ctx, or as soon as the source fails.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := runner.NewBoundedFrequencyRunner("proxyrun", func() error { return p.Sync(ctx) },
-		p.opts.MinSyncInterval, p.opts.RetryInterval, p.opts.MaxSyncInterval)
-	p.runner.Store(r)
-	loopDone := make(chan struct{})
-	go func() {
-		defer close(loopDone)
-		r.Loop(ctx.Done())
-	}()
-	if p.synced() {
-		r.Run()
+	var loops sync.WaitGroup
+	for _, f := range p.families {
+		loops.Go(func() { f.shell.Run(ctx) })
 	}
 
 	srcErr := make(chan error, 1)
@@ -200,7 +183,7 @@ func (p *Proxy) Run(ctx context.Context, src source.Source) error {
 		err = <-srcErr
 	}
 	cancel()
-	<-loopDone
+	loops.Wait()
 	if err != nil {
 		logger.Error(err, "Source failed")
 	}
@@ -218,31 +201,24 @@ func (p *Proxy) Stats() Stats {
 // State returns the last State of family the backend synced successfully, and its
 // revision (1 for the first); nil and 0 before that.
 func (p *Proxy) State(f localnode.Family) (*localnode.State, uint64) {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
 	for _, fam := range p.families {
 		if fam.name == f {
+			fam.mu.Lock()
+			defer fam.mu.Unlock()
 			return fam.last, fam.revision
 		}
 	}
 	return nil, 0
 }
 
-func (p *Proxy) synced() bool { return p.servicesSynced.Load() && p.slicesSynced.Load() }
-
-// queue asks for a sync of fam because it has a pending change.
-func (p *Proxy) queue(fam *family) {
-	if p.opts.Health != nil {
-		p.opts.Health.QueuedUpdate(fam.ipFam)
+// synced reports whether the source has delivered its initial objects to every family.
+func (p *Proxy) synced() bool {
+	for _, f := range p.families {
+		if !f.shell.Initialized() {
+			return false
+		}
 	}
-	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(fam.ipFam)).SetToCurrentTime()
-	p.kick()
-}
-
-func (p *Proxy) kick() {
-	if r := p.runner.Load(); r != nil && p.synced() {
-		r.Run()
-	}
+	return true
 }
 
 // OnServiceAdd implements config.ServiceHandler.
@@ -252,9 +228,7 @@ func (p *Proxy) OnServiceAdd(svc *v1.Service) { p.OnServiceUpdate(nil, svc) }
 func (p *Proxy) OnServiceUpdate(old, svc *v1.Service) {
 	p.events.Add(1)
 	for _, f := range p.families {
-		if f.sct.Update(old, svc) {
-			p.queue(f)
-		}
+		f.shell.OnServiceUpdate(old, svc)
 	}
 }
 
@@ -263,8 +237,9 @@ func (p *Proxy) OnServiceDelete(svc *v1.Service) { p.OnServiceUpdate(svc, nil) }
 
 // OnServiceSynced implements config.ServiceHandler.
 func (p *Proxy) OnServiceSynced() {
-	p.servicesSynced.Store(true)
-	p.kick()
+	for _, f := range p.families {
+		f.shell.OnServiceSynced()
+	}
 }
 
 // OnEndpointSliceAdd implements config.EndpointSliceHandler.
@@ -280,8 +255,9 @@ func (p *Proxy) OnEndpointSliceDelete(slice *discovery.EndpointSlice) { p.sliceC
 
 // OnEndpointSlicesSynced implements config.EndpointSliceHandler.
 func (p *Proxy) OnEndpointSlicesSynced() {
-	p.slicesSynced.Store(true)
-	p.kick()
+	for _, f := range p.families {
+		f.shell.OnEndpointSlicesSynced()
+	}
 }
 
 func (p *Proxy) sliceChanged(slice *discovery.EndpointSlice, removed bool) {
@@ -289,8 +265,10 @@ func (p *Proxy) sliceChanged(slice *discovery.EndpointSlice, removed bool) {
 	// Locations first: the tracker reads them when it converts the slice at sync time.
 	p.locs.Update(slice, removed)
 	for _, f := range p.families {
-		if f.ect.EndpointSliceUpdate(slice, removed) {
-			p.queue(f)
+		if removed {
+			f.shell.OnEndpointSliceDelete(slice)
+		} else {
+			f.shell.OnEndpointSliceUpdate(nil, slice)
 		}
 	}
 }
@@ -298,17 +276,8 @@ func (p *Proxy) sliceChanged(slice *discovery.EndpointSlice, removed bool) {
 // OnTopologyChange implements config.NodeTopologyHandler.
 func (p *Proxy) OnTopologyChange(labels map[string]string) {
 	p.events.Add(1)
-	p.mu.Lock()
-	changed := !maps.Equal(p.topology, labels)
-	p.topology = maps.Clone(labels)
-	if changed {
-		p.topoGen++
-	}
-	p.mu.Unlock()
-	if changed {
-		for _, f := range p.families {
-			p.queue(f)
-		}
+	for _, f := range p.families {
+		f.shell.OnTopologyChange(labels)
 	}
 }
 
@@ -317,94 +286,58 @@ func (p *Proxy) OnTopologyChange(labels map[string]string) {
 // objects it does nothing, so the backend never sees a half-loaded State. Run calls it;
 // tests and benchmarks driving the Proxy by hand may too.
 func (p *Proxy) Sync(ctx context.Context) error {
-	if !p.synced() {
-		klog.FromContext(ctx).V(2).Info("Not syncing: the source has not delivered its initial objects yet")
-		return nil
-	}
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	p.mu.Lock()
-	topology, gen := p.topology, p.topoGen
-	p.mu.Unlock()
 	var errs []error
 	for _, f := range p.families {
-		if err := p.syncFamily(ctx, f, topology, gen); err != nil {
+		if err := f.shell.SyncContext(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (p *Proxy) syncFamily(ctx context.Context, f *family, topology map[string]string, topoGen uint64) error {
+// Sync implements syncshell.Backend: it computes the family's State from what the shell
+// resolved and hands it to the backend when it changed (or the last call failed).
+func (f *family) Sync(ctx context.Context, u *syncshell.Update) (syncshell.Outcome, error) {
+	p := f.proxy
 	logger := klog.FromContext(ctx).WithValues("ipFamily", f.name)
 	start := time.Now()
 	p.syncs.Add(1)
-	svcResult := f.svcMap.Update(f.sct)
-	epResult := f.epMap.Update(f.ect)
 	st := f.computed
 	// A periodic sync, or one after events the trackers found irrelevant, needs no pass
 	// over every service port.
-	if st == nil || len(svcResult.UpdatedServices) > 0 || len(epResult.UpdatedServices) > 0 || f.computedGen != topoGen {
-		st = f.comp.Compute(ctx, f.svcMap, f.epMap, p.opts.NodeName, topology)
-		f.computed, f.computedGen = st, topoGen
+	if st == nil || u.Full || u.ServicesChanged || len(u.ChangedServices()) > 0 {
+		st = f.comp.ComputeUpdate(ctx, u)
+		f.computed = st
 	}
-
-	changed := !st.Equal(f.last)
-	if changed || f.failed {
-		p.calls.Add(1)
-		if err := p.backend.Sync(ctx, st); err != nil {
-			f.failed = true
-			p.failures.Add(1)
-			logger.Error(err, "Backend sync failed; will retry", "services", len(st.Services))
-			return fmt.Errorf("syncing %s state: %w", f.name, err)
-		}
-		f.failed = false
-		if changed {
-			f.revision++
-			p.revisions.Add(1)
-			// Hashing 10k services costs as much as computing them: only for a log reader.
-			if v := logger.V(2); v.Enabled() {
-				v.Info("Synced new node-local state", "revision", f.revision, "services", len(st.Services),
-					"digest", st.Digest().Short(), "elapsed", time.Since(start))
-			}
-		}
-		f.last = st
+	f.mu.Lock()
+	last := f.last
+	f.mu.Unlock()
+	changed := !st.Equal(last)
+	if !changed && !f.failed {
+		return syncshell.Outcome{}, nil
 	}
-
-	fam := string(f.ipFam)
-	metrics.SyncProxyRulesLatency.WithLabelValues(fam).Observe(metrics.SinceInSeconds(start))
-	metrics.SyncProxyRulesLastTimestamp.WithLabelValues(fam).SetToCurrentTime()
-	for _, times := range epResult.LastChangeTriggerTimes {
-		for _, t := range times {
-			metrics.NetworkProgrammingLatency.WithLabelValues(fam).Observe(metrics.SinceInSeconds(t))
-		}
+	p.calls.Add(1)
+	if err := p.backend.Sync(ctx, st); err != nil {
+		f.failed = true
+		p.failures.Add(1)
+		logger.Error(err, "Backend sync failed; will retry", "services", len(st.Services))
+		return syncshell.Outcome{}, fmt.Errorf("syncing %s state: %w", f.name, err)
 	}
-	var noLocalInternal, noLocalExternal int
-	for i := range st.Services {
-		svc := &st.Services[i]
-		if !svc.HasAnyEndpoints || svc.LocalEndpointCount() > 0 {
-			continue
-		}
-		if svc.InternalPolicy == localnode.PolicyLocal {
-			noLocalInternal++
-		}
-		if svc.ExternalPolicy == localnode.PolicyLocal {
-			noLocalExternal++
+	f.failed = false
+	f.mu.Lock()
+	f.last = st
+	if changed {
+		f.revision++
+	}
+	revision := f.revision
+	f.mu.Unlock()
+	if changed {
+		p.revisions.Add(1)
+		// Hashing 10k services costs as much as computing them: only for a log reader.
+		if v := logger.V(2); v.Enabled() {
+			v.Info("Synced new node-local state", "revision", revision, "services", len(st.Services),
+				"digest", st.Digest().Short(), "elapsed", time.Since(start))
 		}
 	}
-	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("internal", fam).Set(float64(noLocalInternal))
-	metrics.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues("external", fam).Set(float64(noLocalExternal))
-
-	if hs := p.opts.ServiceHealth[f.name]; hs != nil {
-		if err := hs.SyncServices(f.svcMap.HealthCheckNodePorts()); err != nil {
-			logger.Error(err, "Error syncing health check services")
-		}
-		if err := hs.SyncEndpoints(f.epMap.LocalReadyEndpoints()); err != nil {
-			logger.Error(err, "Error syncing health check endpoints")
-		}
-	}
-	if p.opts.Health != nil {
-		p.opts.Health.Updated(f.ipFam)
-	}
-	return nil
+	return syncshell.Outcome{Programmed: true}, nil
 }

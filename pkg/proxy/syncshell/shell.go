@@ -191,6 +191,7 @@ type Shell struct {
 	*proxy.TrackerHandlers
 
 	opts     Options
+	now      func() time.Time // time.Now; tests move it
 	backend  Backend
 	checker  RulesChecker
 	validate Validator
@@ -204,7 +205,6 @@ type Shell struct {
 	checkDue     atomic.Bool
 	checkForced  atomic.Bool
 	againQueued  atomic.Bool
-	loopStarted  atomic.Bool
 	successCount atomic.Uint64
 
 	mu                 sync.Mutex // guards everything below
@@ -244,6 +244,7 @@ func New(ctx context.Context, opts Options, b Backend) (*Shell, error) {
 	}
 	s := &Shell{
 		opts:      opts,
+		now:       time.Now,
 		backend:   b,
 		services:  proxy.ServicePortMap{},
 		endpoints: proxy.EndpointsMap{},
@@ -274,8 +275,9 @@ func (s *Shell) informerSynced() {
 	}
 	if s.opts.SyncWhenInitialized {
 		_ = s.SyncNow()
-	} else if s.loopStarted.Load() {
-		s.runner.Run()
+	} else {
+		// The first sync is queued for the loop, like any change.
+		s.Sync()
 	}
 }
 
@@ -300,7 +302,6 @@ func (s *Shell) Run(ctx context.Context) {
 		s.opts.Health.Updated(s.opts.Family)
 	}
 	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(s.opts.Family)).SetToCurrentTime()
-	s.loopStarted.Store(true)
 	if s.checker != nil && s.opts.CheckInterval > 0 {
 		// A sync without changes makes no kernel call, so a table removed
 		// from outside would be noticed only at the next change: ask the
@@ -407,7 +408,7 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 		s.logger.V(2).Info("Not syncing until Services and EndpointSlices have been received")
 		return nil
 	}
-	start := time.Now()
+	start := s.now()
 	full := s.needFull ||
 		(s.opts.FullSyncInterval > 0 && !s.noPeriodicFull && start.Sub(s.lastFull) > s.opts.FullSyncInterval)
 	forced := s.checkForced.Swap(false)
@@ -451,7 +452,7 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 		metrics.SyncPartialProxyRulesLatency.WithLabelValues(family).Observe(elapsed)
 	}
 	if out.Programmed {
-		s.lastProgrammed = time.Now()
+		s.lastProgrammed = s.now()
 	}
 	s.noPeriodicFull = out.NoPeriodicFullSync
 	if out.SyncAgainAfter > 0 && !s.againQueued.Swap(true) {
@@ -470,7 +471,7 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 	s.needFull = false
 	s.cidrsChanged = false
 	if full {
-		s.lastFull = time.Now()
+		s.lastFull = s.now()
 	}
 	s.logger.V(2).Info("SyncProxyRules complete", "elapsed", time.Since(start), "fullSync", full, "servicePorts", len(s.services))
 	s.report(u, epResult)
