@@ -3,13 +3,22 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy/config"
 )
 
 // dryRunQuiet is how long the proxiers' output must stay unchanged before a dry run
@@ -25,6 +34,11 @@ type dryRunOutput struct {
 	// follow, once set, receives every write as it happens (--dry-run-follow)
 	// instead of the buffers.
 	follow io.Writer
+
+	// What the informers have delivered, to say what a dry run that does not
+	// finish is still waiting for.
+	services, slices             int
+	servicesSynced, slicesSynced bool
 }
 
 func newDryRunOutput() *dryRunOutput {
@@ -110,16 +124,18 @@ func (d *dryRunOutput) ready(now time.Time) bool {
 }
 
 // waitAndPrint waits for the first full sync of every family, then prints it.
-func (d *dryRunOutput) waitAndPrint(ctx context.Context, out io.Writer, timeout time.Duration) error {
-	deadline := time.After(timeout)
+// It gives up when ctx ends; if that is the --dry-run-timeout, the error says
+// what was still pending.
+func (d *dryRunOutput) waitAndPrint(ctx context.Context, out io.Writer) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for !d.ready(time.Now()) {
 		select {
 		case <-ctx.Done():
+			if deadline := dryRunDeadlineOf(ctx); deadline != nil {
+				return d.deadlineError(deadline, time.Now())
+			}
 			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("dry run: no complete sync within %v (are Services and EndpointSlices being listed?)", timeout)
 		case <-tick.C:
 		}
 	}
@@ -131,4 +147,181 @@ func (d *dryRunOutput) waitAndPrint(ctx context.Context, out io.Writer, timeout 
 		}
 	}
 	return nil
+}
+
+// track counts what the Service and EndpointSlice informers deliver. Like the
+// proxier's, the handlers must be registered before the informers start. A nil
+// d (not a dry run) tracks nothing.
+func (d *dryRunOutput) track(services *config.ServiceConfig, slices *config.EndpointSliceConfig) {
+	if d == nil {
+		return
+	}
+	services.RegisterEventHandler(d)
+	slices.RegisterEventHandler(d)
+}
+
+func (d *dryRunOutput) OnServiceAdd(*v1.Service) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.services++
+}
+func (d *dryRunOutput) OnServiceUpdate(_, _ *v1.Service) {}
+func (d *dryRunOutput) OnServiceDelete(*v1.Service) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.services--
+}
+func (d *dryRunOutput) OnServiceSynced() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.servicesSynced = true
+}
+func (d *dryRunOutput) OnEndpointSliceAdd(*discoveryv1.EndpointSlice) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.slices++
+}
+func (d *dryRunOutput) OnEndpointSliceUpdate(_, _ *discoveryv1.EndpointSlice) {}
+func (d *dryRunOutput) OnEndpointSliceDelete(*discoveryv1.EndpointSlice) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.slices--
+}
+func (d *dryRunOutput) OnEndpointSlicesSynced() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.slicesSynced = true
+}
+
+// pending lists what keeps the dry run from printing, most upstream first.
+func (d *dryRunOutput) pending(now time.Time) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var p []string
+	if !d.servicesSynced {
+		p = append(p, fmt.Sprintf("Services not yet listed (%d received so far)", d.services))
+	}
+	if !d.slicesSynced {
+		p = append(p, fmt.Sprintf("EndpointSlices not yet listed (%d received so far)", d.slices))
+	}
+	if len(d.bufs) == 0 {
+		p = append(p, "no proxier has been set up")
+	}
+	wrote := 0
+	for _, family := range d.familiesLocked() {
+		if d.bufs[family].Len() == 0 {
+			what := "first sync not yet written"
+			if d.servicesSynced && d.slicesSynced {
+				what = "first sync still running"
+			}
+			p = append(p, fmt.Sprintf("%s (%s): %s", family, d.kinds[family], what))
+			continue
+		}
+		wrote++
+	}
+	if wrote > 0 && wrote == len(d.bufs) {
+		if quiet := now.Sub(d.lastWrite); quiet < dryRunQuiet {
+			p = append(p, fmt.Sprintf("output still changing (last written %v ago; printing waits for %v without a change)", quiet.Round(time.Millisecond), dryRunQuiet))
+		}
+	}
+	if len(p) == 0 {
+		p = append(p, "nothing identified (the output became complete at the deadline)")
+	}
+	return p
+}
+
+func (d *dryRunOutput) deadlineError(deadline *dryRunDeadline, now time.Time) error {
+	return fmt.Errorf("dry run: no complete sync within %v (--dry-run-timeout); still pending: %s",
+		deadline.timeout, strings.Join(d.pending(now), "; "))
+}
+
+// dryRunDeadline is the cancellation cause of a dry run that ran out of
+// --dry-run-timeout, as opposed to one stopped by a signal.
+type dryRunDeadline struct {
+	timeout time.Duration
+}
+
+func (e *dryRunDeadline) Error() string {
+	return fmt.Sprintf("dry run: gave up after %v (--dry-run-timeout)", e.timeout)
+}
+
+// dryRunDeadlineOf returns the deadline that ended ctx, or nil when ctx is live
+// or ended otherwise.
+func dryRunDeadlineOf(ctx context.Context) *dryRunDeadline {
+	var e *dryRunDeadline
+	if ctx.Err() != nil && errors.As(context.Cause(ctx), &e) {
+		return e
+	}
+	return nil
+}
+
+// withDryRunDeadline returns a context that ends with a dryRunDeadline cause
+// after timeout, and a function that disarms the deadline (for
+// --dry-run-follow, which is bounded only until it starts following).
+func withDryRunDeadline(ctx context.Context, timeout time.Duration) (context.Context, func(), context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(timeout, func() { cancel(&dryRunDeadline{timeout: timeout}) })
+	return ctx, func() { timer.Stop() }, func() {
+		timer.Stop()
+		cancel(nil)
+	}
+}
+
+// waitForAPIServer probes the API server until it answers. A dry run has no
+// /healthz, and without this it would wait silently in the informers' own
+// retries; this says why it waits, as the normal mode's probe does, and with a
+// deadline ends in an error naming the server.
+func waitForAPIServer(ctx context.Context, client clientset.Interface) error {
+	logger := klog.FromContext(ctx)
+	server := apiServerAddress(client)
+	// Once out of steps, Step keeps returning the last delay (at most Cap).
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 6, Cap: 10 * time.Second}
+	var lastErr error
+	logged := false
+	for {
+		probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := probeAPI(probeCtx, client)
+		cancel()
+		if err == nil {
+			if lastErr != nil {
+				logger.Info("API server reachable again", "server", server)
+			}
+			return nil
+		}
+		// A probe cut short by the deadline says only that; keep the last real answer.
+		if lastErr == nil || ctx.Err() == nil {
+			lastErr = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if !logged {
+			logged = true
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				logger.Error(err, "API server refuses kube-proxy's requests (check its RBAC binding to system:node-proxier); retrying with backoff until the dry run gives up", "server", server)
+			} else {
+				logger.Error(err, "API server unreachable; retrying with backoff until the dry run gives up", "server", server)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff.Step()):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if deadline := dryRunDeadlineOf(ctx); deadline != nil {
+		return fmt.Errorf("%w waiting for the API server at %s: %w", deadline, server, lastErr)
+	}
+	return ctx.Err()
+}
+
+// apiServerAddress is the scheme and host:port client talks to.
+func apiServerAddress(client clientset.Interface) string {
+	u := client.Discovery().RESTClient().Get().URL()
+	if u == nil || u.Host == "" {
+		return "(unknown address)"
+	}
+	return u.Scheme + "://" + u.Host
 }

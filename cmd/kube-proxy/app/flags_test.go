@@ -83,6 +83,7 @@ var addedFlags = map[string]upstreamFlag{
 	"manifests-rescan-period": {"duration", "10s", false},
 	"dry-run":                 {"bool", "false", false},
 	"dry-run-follow":          {"bool", "false", false},
+	"dry-run-timeout":         {"duration", "5m0s", false},
 }
 
 // commandFlags returns the flags the binary accepts: the command's own, the

@@ -66,6 +66,7 @@ type Options struct {
 	manifestsRescan    time.Duration
 	dryRun             bool
 	dryRunFollow       bool
+	dryRunTimeout      time.Duration
 
 	logger klog.Logger
 }
@@ -163,6 +164,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	durationFlag(fs, &o.manifestsRescan, "manifests-rescan-period", o.manifestsRescan, "With --manifests, how often to re-read every file even without a file-system notification.")
 	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, or an nft script) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
 	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
+	durationFlag(fs, &o.dryRunTimeout, "dry-run-timeout", o.dryRunTimeout, "How long --dry-run may take, from start-up (including waiting for an unreachable API server) to printing the first full sync, before it gives up with an error saying what was still pending (Services or EndpointSlices not yet listed, or which IP families had not finished syncing). With --dry-run-follow it bounds start-up only.")
 
 	logsapi.AddFlags(&o.config.Logging, fs)
 }
@@ -187,6 +189,7 @@ func NewOptions() *Options {
 		metricsPort:        kubeproxyconfig.ProxyStatusPort,
 		writeConfigVersion: "v1alpha2",
 		manifestsRescan:    10 * time.Second,
+		dryRunTimeout:      5 * time.Minute,
 		errCh:              make(chan error),
 		logger:             klog.FromContext(context.Background()),
 	}
@@ -317,6 +320,9 @@ func (o *Options) Validate() error {
 	if o.manifestsRescan <= 0 {
 		errs = append(errs, fmt.Errorf("--manifests-rescan-period %v must be greater than 0", o.manifestsRescan))
 	}
+	if o.dryRunTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--dry-run-timeout %v must be greater than 0", o.dryRunTimeout))
+	}
 	if o.dryRun && (o.CleanupAndExit || o.InitAndExit) {
 		errs = append(errs, errors.New("--dry-run cannot be combined with --cleanup or --init-only, which change the host"))
 	}
@@ -341,6 +347,28 @@ func (o *Options) Run(ctx context.Context) error {
 		// Otherwise best effort: the backends log what they could not remove.
 	}
 
+	// A dry run is a one-off command: bounded as a whole, so that it ends with
+	// a reason rather than waiting forever for an API server or a sync.
+	disarmDeadline := func() {}
+	if o.dryRun {
+		var cancel context.CancelFunc
+		ctx, disarmDeadline, cancel = withDryRunDeadline(ctx, o.dryRunTimeout)
+		defer cancel()
+		if o.manifests == "" {
+			client, err := createClient(ctx, o.config.ClientConnection, o.master)
+			if err != nil {
+				return err
+			}
+			if err := waitForAPIServer(ctx, client); err != nil {
+				if dryRunDeadlineOf(ctx) == nil && ctx.Err() != nil {
+					o.logger.Info("Shutting down before the dry run started", "reason", err)
+					return nil
+				}
+				return err
+			}
+		}
+	}
+
 	s, err := newProxyServer(ctx, o.config, serverOptions{
 		master:          o.master,
 		initOnly:        o.InitAndExit,
@@ -351,6 +379,9 @@ func (o *Options) Run(ctx context.Context) error {
 		flags:           o.flags,
 	})
 	if err != nil {
+		if deadline := dryRunDeadlineOf(ctx); deadline != nil {
+			return fmt.Errorf("%w while starting: %w", deadline, err)
+		}
 		if ctx.Err() != nil {
 			// Stopped while starting (e.g. waiting for an unreachable API server).
 			o.logger.Info("Shutting down before the proxy started", "reason", err)
@@ -360,6 +391,10 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	if o.InitAndExit {
 		return nil
+	}
+	if o.dryRunFollow {
+		// Started; following lasts until interrupted.
+		disarmDeadline()
 	}
 	return o.runLoop(ctx, s)
 }
@@ -381,6 +416,10 @@ func (o *Options) runLoop(ctx context.Context, s *ProxyServer) error {
 	case err := <-o.errCh:
 		return err
 	case <-ctx.Done():
+		if deadline := dryRunDeadlineOf(ctx); deadline != nil {
+			// s.Run reports the same, but its report may lose the race with ctx.
+			return s.dryRun.deadlineError(deadline, time.Now())
+		}
 		// A signal: leave every rule in place so traffic keeps flowing until the
 		// next kube-proxy takes over.
 		if o.dryRun {

@@ -653,6 +653,7 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 
 	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, endpointSliceInformerFactory.Discovery().V1().EndpointSlices(), resync)
 	endpointSliceConfig.RegisterEventHandler(s.Proxier)
+	s.dryRun.track(serviceConfig, endpointSliceConfig)
 	go endpointSliceConfig.Run(ctx.Done())
 
 	if features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
@@ -696,7 +697,7 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 
 	if s.dryRun != nil {
 		if !s.dryRunFollow {
-			return s.dryRun.waitAndPrint(ctx, s.dryRunOut, time.Minute)
+			return s.dryRun.waitAndPrint(ctx, s.dryRunOut)
 		}
 		if err := s.dryRun.startFollowing(s.dryRunOut); err != nil {
 			return fmt.Errorf("dry run: %w", err)
