@@ -276,6 +276,8 @@ func FuzzLoad(f *testing.F) {
 		v2 + "linux: &a {conntrack: *a}\n", v1 + "<<: {mode: ipvs}\n",
 		v2 + "nodeIPOverride: [::, x]\nipFamilyPolicy: 7\n", v1 + "clusterCIDR: ',,,'\n",
 		v1 + "logging: {options: {json: {infoBufferSize: 1Gi}}}\n",
+		v1 + "linux: &a {conntrack: *a, oomScoreAdj: [1]}\nconfigHardFail: yes\nsyncPeriod: {}\n",
+		v1 + "detectLocal: {clusterCIDRs: [a], bogus: 1}\nwindows: null\n", v2 + "---\n---\n" + v1,
 	} {
 		f.Add([]byte(s))
 	}
