@@ -85,15 +85,24 @@ func LoadWithOptions(data []byte, opts Options) (*config.KubeProxyConfiguration,
 		return nil, nil, fmt.Errorf("converting %s to the internal configuration: %w", gvk, err)
 	}
 
-	newer, askedHardFail := newerFieldProblems(walked.newerFields, cfg)
-	problems = append(problems, newer...)
+	newer, unknown, askedHardFail := newerFieldProblems(walked.newerFields, cfg)
+	problems = append(append(problems, unknown...), newer...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
 	if len(problems) > 0 {
 		strictErr := &StrictError{GroupVersionKind: gvk, Problems: problems}
 		if !opts.HonorConfigHardFail || cfg.ConfigHardFail || askedHardFail {
 			return nil, warnings, strictErr
 		}
+		isNewer := map[Problem]bool{}
+		for _, p := range newer {
+			isNewer[p] = true
+		}
 		for _, p := range problems {
+			if isNewer[p] {
+				// Its message already says what is ignored and what applies.
+				warnings = append(warnings, p.String())
+				continue
+			}
 			warnings = append(warnings, p.String()+" (ignored because configHardFail is false)")
 		}
 	}

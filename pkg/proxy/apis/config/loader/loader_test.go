@@ -125,7 +125,7 @@ func TestLoad(t *testing.T) {
 			}},
 		{name: "a misspelt field under a v1alpha2-only block is plainly unknown", opts: Options{HonorConfigHardFail: true},
 			in:       v1 + "linux:\n  bogus: 1\n",
-			wantWarn: []string{`line 4, column 3: unknown field "linux.bogus"`}},
+			wantWarn: []string{`line 4, column 3: unknown field "linux.bogus" (ignored because configHardFail is false)`}},
 		{name: "v1alpha2-only field in v1alpha1 fails when not honouring configHardFail", in: v1 + "linux:\n  oomScoreAdj: 5\n",
 			wantErr: []string{`linux.oomScoreAdj is a kubeproxy.config.k8s.io/v1alpha2 field`, "-999 is used", "in v1alpha1, set oomScoreAdj"}},
 		{name: "v1alpha1 file asking for configHardFail gets it", opts: Options{HonorConfigHardFail: true},

@@ -47,20 +47,21 @@ func v1alpha1Spelling(path string, mode config.ProxyMode) string {
 }
 
 // newerFieldProblems turns the v1alpha2-only fields found in a v1alpha1 file into
-// one problem per value set, each naming the value that is used instead: the
+// one problem per value set, each naming the value that is used instead (and
+// fields under them that v1alpha2 lacks as well into plain unknown fields): the
 // v1alpha1 decoder drops them, so what applies is the v1alpha1 field or its
 // default, which the user did not necessarily mean. hardFail reports whether
 // the file asks for configHardFail: true, which v1alpha1 cannot say but which
 // a user who wrote it plainly wants honoured.
-func newerFieldProblems(fields []newerField, cfg *config.KubeProxyConfiguration) (problems []Problem, hardFail bool) {
+func newerFieldProblems(fields []newerField, cfg *config.KubeProxyConfiguration) (problems, unknown []Problem, hardFail bool) {
 	if len(fields) == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	used := effectiveV1alpha2(cfg)
 	for _, f := range fields {
 		for _, leaf := range leaves(f.key, f.value, f.typ, f.path, 0) {
 			if !leaf.known {
-				problems = append(problems, Problem{Field: leaf.path, Line: leaf.key.Line, Column: leaf.key.Column,
+				unknown = append(unknown, Problem{Field: leaf.path, Line: leaf.key.Line, Column: leaf.key.Column,
 					Message: fmt.Sprintf("unknown field %q", leaf.path)})
 				continue
 			}
@@ -80,7 +81,7 @@ func newerFieldProblems(fields []newerField, cfg *config.KubeProxyConfiguration)
 			problems = append(problems, Problem{Field: leaf.path, Line: leaf.key.Line, Column: leaf.key.Column, Message: msg})
 		}
 	}
-	return problems, hardFail
+	return problems, unknown, hardFail
 }
 
 type leaf struct {
