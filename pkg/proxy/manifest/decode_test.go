@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -344,12 +345,16 @@ func TestDecodeBadJSON(t *testing.T) {
 // The shipped example cluster must load without a single problem.
 func TestExampleClusterLoads(t *testing.T) {
 	dir := filepath.Join("..", "..", "..", "examples", "cluster")
-	files, err := manifestFiles(dir)
+	l, err := listManifests(dir)
 	if err != nil {
 		t.Skipf("examples not present: %v", err)
 	}
+	// Across files too: no two Services may share a cluster IP or node port.
+	if res, err := NewSource(dir).Sync(context.Background()); err != nil || len(res.Problems) > 0 {
+		t.Errorf("Sync: %v, problems %v", err, res.Problems)
+	}
 	kinds := map[string]int{}
-	for _, f := range files {
+	for _, f := range l.files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -1,15 +1,11 @@
 package manifest
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -34,16 +30,36 @@ const DefaultRescanPeriod = 10 * time.Second
 // to drain (see selectingClientset.waitDrained).
 const writeBatch = 50
 
+// DefaultSettle is how long Run waits for a changed file to stay unchanged before
+// applying it, so a file written in several steps (a copy, a slow editor, a script
+// appending documents) is applied once, whole. Writers that rename a finished file
+// into place never show a partial file at all.
+const DefaultSettle = 500 * time.Millisecond
+
 // Source keeps a fake clientset in step with the manifests under one path.
 type Source struct {
+	// Settle is how long a changed file must stay unchanged before Run applies it
+	// (DefaultSettle when 0; negative applies every change at once). Sync, which
+	// is an explicit read, applies at once regardless. Set it before Run.
+	Settle time.Duration
+	// MaxFileBytes bounds the size of one manifest file (DefaultMaxFileBytes when
+	// 0); a larger file is rejected without being read. Set it before Sync or Run.
+	MaxFileBytes int64
+
 	path   string
 	client *selectingClientset
+	// now is the clock debouncing reads; tests replace it.
+	now func() time.Time
 
-	// syncMu serialises Sync; cache is only touched under it.
+	// syncMu serialises Sync; cache, dirs and started are only touched under it.
 	syncMu sync.Mutex
 	// cache keeps each file's last decode, so a rescan of unchanged files costs a
-	// read and a compare.
-	cache map[string]decoded
+	// read and a hash, and the content of a file still being written.
+	cache map[string]fileState
+	// dirs are the directories the last read walked, for watches.
+	dirs []string
+	// started is set after the first successful read.
+	started bool
 
 	mu      sync.Mutex
 	applied map[Key]applied
@@ -52,10 +68,18 @@ type Source struct {
 	reported string
 }
 
-type decoded struct {
-	data     []byte
+// fileState is what the source knows of one file.
+type fileState struct {
+	// decoded says sum, objs and problems hold the version in use.
+	decoded  bool
+	sum      [sha256.Size]byte
 	objs     []Object
 	problems []Problem
+
+	// pending is a newer content not yet quiet for the settle time.
+	pending      bool
+	pendingSum   [sha256.Size]byte
+	pendingSince time.Time
 }
 
 type applied struct {
@@ -69,17 +93,21 @@ type Result struct {
 	Created, Updated, Deleted, Unchanged int
 	// Kept counts objects whose document disappeared from a file that currently has
 	// problems; they stay as last applied until the file reads cleanly.
-	Kept     int
+	Kept int
+	// Pending counts changed files not applied yet because they changed too
+	// recently (see Source.Settle); a later pass applies them.
+	Pending  int
 	Problems []Problem
 }
 
 // Changed reports whether the sync wrote anything.
 func (r Result) Changed() bool { return r.Created+r.Updated+r.Deleted > 0 }
 
-// NewSource returns a source for path, a file or a directory. Nothing is read until
-// Sync or Run.
+// NewSource returns a source for path, a file or a directory (a symlink to either is
+// followed). Nothing is read until Sync or Run.
 func NewSource(path string) *Source {
-	return &Source{path: path, client: newSelectingClientset(), applied: map[Key]applied{}, cache: map[string]decoded{}}
+	return &Source{path: path, client: newSelectingClientset(), now: time.Now,
+		applied: map[Key]applied{}, cache: map[string]fileState{}}
 }
 
 // Client returns the clientset the source writes to. Informers built on it see the
@@ -105,75 +133,108 @@ func (s *Source) Objects() []runtime.Object {
 	return out
 }
 
-// manifestFiles lists the files a path stands for: the path itself, or every
-// .yaml/.yml/.json file below a directory, skipping hidden and editor backup files.
-func manifestFiles(path string) ([]string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading manifests %q: %w", path, err)
+func (s *Source) maxFileBytes() int64 {
+	if s.MaxFileBytes > 0 {
+		return s.MaxFileBytes
 	}
-	if !info.IsDir() {
-		return []string{path}, nil
+	return DefaultMaxFileBytes
+}
+
+func (s *Source) settle() time.Duration {
+	switch {
+	case s.Settle < 0:
+		return 0
+	case s.Settle == 0:
+		return DefaultSettle
 	}
-	var files []string
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if p != path && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "#") || strings.HasSuffix(name, "~")) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(name)) {
-		case ".yaml", ".yml", ".json":
-			files = append(files, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading manifests %q: %w", path, err)
-	}
-	sort.Strings(files)
-	return files, nil
+	return s.Settle
 }
 
 // Sync reads every file once and makes the clientset match: new objects are created,
 // changed ones updated, and ones no longer in any file deleted. A rejected document
 // does not stop the others; objects from a file that currently has problems are kept
 // rather than deleted, so a half-saved edit never tears down what is programmed.
+//
+// A read that finds no manifest file at all while objects are applied (the path now
+// leads to an empty directory, every file was removed) is an error and changes
+// nothing: that is how a wrong or broken path looks, and applying it would remove
+// every Service. Files that remain but hold no objects do remove them.
 func (s *Source) Sync(ctx context.Context) (Result, error) {
+	res, _, err := s.sync(ctx, 0)
+	return res, err
+}
+
+// sync is Sync with changed files held back until they have been unchanged for
+// settle; it also returns when the earliest held file will be due (zero if none).
+func (s *Source) sync(ctx context.Context, settle time.Duration) (Result, time.Time, error) {
 	logger := klog.FromContext(ctx)
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	files, err := manifestFiles(s.path)
+	l, err := listManifests(s.path)
 	if err != nil {
-		return Result{}, err
+		return Result{}, time.Time{}, err
+	}
+	s.dirs = l.dirs
+	for _, d := range l.skipped {
+		logger.V(4).Info("Not reading a manifest directory twice (a symlink loop or a second link to it)", "dir", d)
 	}
 
 	var res Result
+	var due time.Time
+	now := s.now()
 	desired := map[Key]applied{}
+	var order []Key
 	dirty := map[string]bool{}
 	present := map[string]bool{}
-	for _, f := range files {
+	for _, p := range l.problems {
+		present[p.File] = true
+		dirty[p.File] = true
+		res.Problems = append(res.Problems, p)
+	}
+	// A file whose path is now a directory is a read gone wrong, not an empty file.
+	for _, d := range l.dirs {
+		if c, ok := s.cache[d]; ok && c.decoded {
+			present[d] = true
+			dirty[d] = true
+			res.Problems = append(res.Problems, Problem{File: d, Reason: "was a manifest file and is now a directory; keeping what it held"})
+		}
+	}
+	for _, f := range l.files {
 		present[f] = true
-		data, err := os.ReadFile(f)
+		data, err := readManifest(f, s.maxFileBytes())
 		if err != nil {
 			res.Problems = append(res.Problems, Problem{File: f, Reason: err.Error()})
 			dirty[f] = true
 			continue
 		}
-		c, ok := s.cache[f]
-		if !ok || !bytes.Equal(c.data, data) {
+		sum := sha256.Sum256(data)
+		c := s.cache[f]
+		switch {
+		case c.decoded && c.sum == sum:
+			c.pending = false
+		case settle > 0:
+			if !c.pending || c.pendingSum != sum {
+				c.pending, c.pendingSum, c.pendingSince = true, sum, now
+			}
+			if wait := c.pendingSince.Add(settle); now.Before(wait) {
+				res.Pending++
+				if due.IsZero() || wait.Before(due) {
+					due = wait
+				}
+				s.cache[f] = c
+				if !c.decoded {
+					// A new file: as if it were not there yet.
+					present[f] = false
+					continue
+				}
+				break
+			}
+			fallthrough
+		default:
+			c = fileState{decoded: true, sum: sum}
 			c.objs, c.problems = Decode(f, data)
-			c.data = data
-			s.cache[f] = c
 		}
+		s.cache[f] = c
 		objs, problems := c.objs, c.problems
 		if len(problems) > 0 {
 			dirty[f] = true
@@ -182,22 +243,34 @@ func (s *Source) Sync(ctx context.Context) (Result, error) {
 		for _, o := range objs {
 			key, _ := KeyOf(o.Object)
 			if prev, dup := desired[key]; dup {
-				res.Problems = append(res.Problems, Problem{File: o.File, Line: o.Line, Object: key.String(),
+				res.Problems = append(res.Problems, Problem{File: o.File, Line: o.Line, Object: describeKey(key),
 					Reason: fmt.Sprintf("duplicate of the object at %s:%d; ignored", prev.file, prev.line)})
+				dirty[o.File] = true
 				continue
 			}
 			desired[key] = applied{obj: o.Object, file: o.File, line: o.Line}
+			order = append(order, key)
 		}
 	}
 
 	for f := range s.cache {
-		if !present[f] {
+		if _, ok := present[f]; !ok {
 			delete(s.cache, f)
 		}
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+
+	if len(l.files)+len(l.problems) == 0 && len(s.applied) > 0 {
+		return Result{Kept: len(s.applied)}, due, fmt.Errorf("no manifest files (*.yaml, *.yml, *.json) under %q, which held %d objects: keeping them, since "+
+			"this is how a wrong or unreadable path looks (to remove every object on purpose, leave an empty manifest file)", s.path, len(s.applied))
+	}
+
+	for _, p := range s.rejectConflicts(desired, order) {
+		dirty[p.File] = true
+		res.Problems = append(res.Problems, p)
+	}
 
 	type op struct {
 		key    Key
@@ -271,13 +344,23 @@ func (s *Source) Sync(ctx context.Context) (Result, error) {
 	}
 
 	s.report(logger, res)
-	return res, errors.Join(errs...)
+	if !s.started && len(errs) == 0 {
+		s.started = true
+		if len(s.applied) == 0 {
+			logger.Info("Warning: the manifests hold no objects; every Service rule this proxy programmed before will be removed. Check the path",
+				"path", s.path, "files", len(l.files), "rejected", len(res.Problems))
+		}
+	}
+	return res, due, errors.Join(errs...)
 }
 
 func (s *Source) report(logger klog.Logger, res Result) {
 	if res.Changed() {
 		logger.Info("Applied manifests", "path", s.path, "created", res.Created, "updated", res.Updated,
 			"deleted", res.Deleted, "unchanged", res.Unchanged, "kept", res.Kept, "rejected", len(res.Problems))
+	}
+	if res.Pending > 0 {
+		logger.V(2).Info("Waiting for changed manifest files to settle", "files", res.Pending)
 	}
 	var b strings.Builder
 	for _, p := range res.Problems {
@@ -289,6 +372,10 @@ func (s *Source) report(logger klog.Logger, res Result) {
 	}
 	s.reported = b.String()
 	for _, p := range res.Problems {
+		if p.Line == 0 && p.Object == "" {
+			logger.Error(nil, "Skipped manifest file", "file", p.File, "reason", p.Reason)
+			continue
+		}
 		logger.Error(nil, "Rejected manifest document", "file", p.File, "line", p.Line, "object", p.Object, "reason", p.Reason)
 	}
 	if res.Kept > 0 {
@@ -336,15 +423,18 @@ func (s *Source) write(action string, key Key, obj runtime.Object) error {
 }
 
 // Run syncs once, then again whenever a file under the path changes and at least every
-// rescan period (DefaultRescanPeriod when zero), until ctx is done. The first sync's
-// error is returned, so a missing path fails fast; later errors are logged.
+// rescan period (DefaultRescanPeriod when zero), until ctx is done. A changed file is
+// applied once it has stayed unchanged for the settle time (see Source.Settle). The
+// first sync's error is returned, so a missing path fails fast; later errors are
+// logged, and the objects last applied stay.
 func (s *Source) Run(ctx context.Context, rescan time.Duration) error {
 	logger := klog.FromContext(ctx)
 	if rescan <= 0 {
 		rescan = DefaultRescanPeriod
 	}
-	if _, err := os.Stat(s.path); err != nil {
-		return fmt.Errorf("reading manifests %q: %w", s.path, err)
+	l, err := listManifests(s.path)
+	if err != nil {
+		return err
 	}
 
 	// Watch before the first read, so a change made right after it is not missed.
@@ -354,7 +444,7 @@ func (s *Source) Run(ctx context.Context, rescan time.Duration) error {
 		logger.Error(err, "Cannot watch manifest files; relying on the periodic rescan", "period", rescan)
 	} else {
 		defer func() { _ = watcher.Close() }()
-		s.addWatches(logger, watcher)
+		addWatches(logger, watcher, l.dirs)
 		go func() {
 			for {
 				select {
@@ -382,12 +472,16 @@ func (s *Source) Run(ctx context.Context, rescan time.Duration) error {
 
 	ticker := time.NewTicker(rescan)
 	defer ticker.Stop()
+	// settled fires when a file held back for changing too recently is due.
+	settled := time.NewTimer(time.Hour)
+	settled.Stop()
+	defer settled.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-trigger:
-			// Editors write in several steps; let them finish before reading.
+			// One write is often several events; read once they have arrived.
 			select {
 			case <-ctx.Done():
 				return nil
@@ -398,36 +492,29 @@ func (s *Source) Run(ctx context.Context, rescan time.Duration) error {
 			default:
 			}
 		case <-ticker.C:
+		case <-settled.C:
 		}
-		if _, err := s.Sync(ctx); err != nil {
+		_, due, err := s.sync(ctx, s.settle())
+		if err != nil {
 			logger.Error(err, "Manifest sync failed; keeping the objects last applied", "path", s.path)
 		}
+		settled.Stop()
+		if !due.IsZero() {
+			settled.Reset(max(time.Until(due), 10*time.Millisecond))
+		}
 		if watcher != nil {
-			s.addWatches(logger, watcher)
+			s.syncMu.Lock()
+			dirs := s.dirs
+			s.syncMu.Unlock()
+			addWatches(logger, watcher, dirs)
 		}
 	}
 }
 
-// addWatches watches the directory of a file path (editors replace files by renaming,
-// which a watch on the file itself would lose) or every directory below a directory path.
-func (s *Source) addWatches(logger klog.Logger, w *fsnotify.Watcher) {
-	info, err := os.Stat(s.path)
-	if err != nil {
-		return
-	}
-	dirs := []string{filepath.Dir(s.path)}
-	if info.IsDir() {
-		dirs = nil
-		_ = filepath.WalkDir(s.path, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				if p != s.path && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-	}
+// addWatches watches dirs: the directory of a file path (editors replace files by
+// renaming, which a watch on the file itself would lose) or every directory a
+// directory path reaches.
+func addWatches(logger klog.Logger, w *fsnotify.Watcher, dirs []string) {
 	watched := w.WatchList()
 	for _, d := range dirs {
 		if slices.Contains(watched, d) {
