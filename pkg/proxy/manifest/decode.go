@@ -136,6 +136,20 @@ type rawDoc struct {
 	json    []byte
 	err     error
 	errLine int
+	// errObject names the object of a document that could not be parsed, as far
+	// as its text tells.
+	errObject string
+}
+
+// MaxDocumentBytes bounds one object's document. It is the API server's default limit
+// on a request body (3 MiB), so nothing larger could have come from a cluster; a
+// document over it is rejected before it is parsed, which keeps a runaway annotation
+// from costing many times its size in memory. A List document may be larger; each of
+// its items is held to the limit.
+const MaxDocumentBytes = 3 << 20
+
+func tooLarge(size int) string {
+	return fmt.Sprintf("document is %d bytes, over the %d-byte limit for one object (the API server's request limit); split it", size, MaxDocumentBytes)
 }
 
 // Decode parses the documents in data, which was read from file. It returns every
@@ -146,7 +160,7 @@ func Decode(file string, data []byte) ([]Object, []Problem) {
 	var problems []Problem
 	for _, doc := range splitDocuments(data) {
 		if doc.err != nil {
-			problems = append(problems, Problem{File: file, Line: doc.errLine, Reason: doc.err.Error()})
+			problems = append(problems, Problem{File: file, Line: doc.errLine, Object: doc.errObject, Reason: doc.err.Error()})
 			continue
 		}
 		o, p := decodeDocument(file, doc)
@@ -175,11 +189,21 @@ func splitDocuments(data []byte) []rawDoc {
 			return
 		}
 		doc := rawDoc{text: text, line: content}
+		size := 0
+		for _, l := range text.lines {
+			size += len(l) + 1
+		}
+		if size > MaxDocumentBytes && !text.isList() {
+			doc.err, doc.errLine, doc.errObject = errors.New(tooLarge(size)), content, text.describe()
+			docs = append(docs, doc)
+			return
+		}
 		j, err := yaml.YAMLToJSONStrict([]byte(strings.Join(text.lines, "\n")))
 		if err != nil {
 			doc.err, doc.errLine = relocateYAMLError(err, text.first, content)
 			// The parser may blame the line after the last one (end of input).
 			doc.errLine = min(doc.errLine, max(text.first+len(text.lines)-1, 1))
+			doc.errObject = text.describe()
 		} else {
 			doc.json = j
 		}
@@ -288,7 +312,7 @@ func decodeDocument(file string, doc rawDoc) ([]Object, []Problem) {
 	if tm.Kind == "List" || strings.HasSuffix(tm.Kind, "List") {
 		return decodeList(file, doc, tm)
 	}
-	return decodeObject(file, doc.text, doc.line, doc.json, nil)
+	return decodeObject(file, doc.text, doc.line, doc.json, nil, false)
 }
 
 func decodeList(file string, doc rawDoc, tm typeMeta) ([]Object, []Problem) {
@@ -309,9 +333,15 @@ func decodeList(file string, doc rawDoc, tm typeMeta) ([]Object, []Problem) {
 	}
 	var objs []Object
 	var problems []Problem
+	lines := doc.text.itemLines(doc.line, "items")
 	for i, item := range list.Items {
-		line := doc.text.locate(doc.line, fmt.Sprintf("items[%d]", i))
-		o, p := decodeObject(file, doc.text, line, item, itemDefault)
+		var line int
+		if len(lines) == len(list.Items) {
+			line = lines[i]
+		} else {
+			line = doc.text.locate(doc.line, fmt.Sprintf("items[%d]", i))
+		}
+		o, p := decodeObject(file, doc.text, line, item, itemDefault, true)
 		objs = append(objs, o...)
 		problems = append(problems, p...)
 	}
@@ -321,28 +351,41 @@ func decodeList(file string, doc rawDoc, tm typeMeta) ([]Object, []Problem) {
 var unknownFieldRE = regexp.MustCompile(`(?:unknown|duplicate) field "([^"]+)"`)
 
 // decodeObject decodes, defaults and validates one object that starts at line; field
-// paths of errors are looked up from there.
-func decodeObject(file string, text docText, line int, data []byte, defaultGVK *schema.GroupVersionKind) ([]Object, []Problem) {
+// paths of errors are looked up from there. inList says it is an item of a list.
+func decodeObject(file string, text docText, line int, data []byte, defaultGVK *schema.GroupVersionKind, inList bool) ([]Object, []Problem) {
 	var tm typeMeta
 	if err := json.Unmarshal(data, &tm); err != nil {
-		return nil, []Problem{{File: file, Line: line, Reason: fmt.Sprintf("not an object: %v", err)}}
+		return nil, []Problem{{File: file, Line: line, Object: describeRaw("", data), Reason: fmt.Sprintf("not an object: %v", err)}}
 	}
 	gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
 	if tm.Kind == "" && defaultGVK != nil {
 		gvk = *defaultGVK
 	}
+	fail := func(reason string) ([]Object, []Problem) {
+		return nil, []Problem{{File: file, Line: line, Object: describeRaw(gvk.Kind, data), Reason: reason}}
+	}
+	if len(data) > MaxDocumentBytes {
+		return fail(tooLarge(len(data)))
+	}
 	if gvk.Kind == "" {
-		return nil, []Problem{{File: file, Line: line, Reason: "missing kind"}}
+		return fail("missing kind")
 	}
 	if tm.APIVersion == "" && defaultGVK == nil {
-		return nil, []Problem{{File: file, Line: line, Reason: fmt.Sprintf("missing apiVersion for kind %q", gvk.Kind)}}
+		return fail(fmt.Sprintf("missing apiVersion for kind %q", gvk.Kind))
+	}
+	if inList && strings.HasSuffix(gvk.Kind, "List") {
+		return fail(fmt.Sprintf("a %s inside a list is not supported: move its items into the outer list, or into documents of their own", gvk.Kind))
 	}
 	info, ok := supportedKinds[gvk]
 	if !ok {
-		return nil, []Problem{{File: file, Line: line, Reason: unsupportedKindReason(gvk)}}
+		return fail(unsupportedKindReason(gvk))
 	}
 	obj, _, err := strictDecoder.Decode(data, &gvk, info.newObj())
 	name := describe(gvk.Kind, obj)
+	if name == gvk.Kind {
+		// The decoder gave up before the name; read it on its own.
+		name = describeRaw(gvk.Kind, data)
+	}
 	if err != nil {
 		if !runtime.IsStrictDecodingError(err) {
 			return nil, []Problem{{File: file, Line: line, Object: name, Reason: fmt.Sprintf("cannot decode: %v", err)}}
@@ -391,6 +434,37 @@ func unsupportedKindReason(gvk schema.GroupVersionKind) string {
 		}
 	}
 	return fmt.Sprintf("kind %s (%s) is not read by kube-proxy; only Service, EndpointSlice, Node and ServiceCIDR are", gvk.Kind, apiVersion)
+}
+
+// describeRaw names the object in a document's JSON as far as it can be read, for a
+// document that could not be decoded: "Service default/web", or just the kind.
+func describeRaw(kind string, data []byte) string {
+	var m struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	// A type error elsewhere leaves the fields it reached filled in.
+	_ = json.Unmarshal(data, &m)
+	if kind == "" {
+		kind = m.Kind
+	}
+	return describeName(kind, m.Metadata.Namespace, m.Metadata.Name)
+}
+
+func describeName(kind, namespace, name string) string {
+	switch {
+	case name == "":
+		return kind
+	case kind == "":
+		kind = "object"
+	}
+	if namespace == "" {
+		return kind + " " + name
+	}
+	return kind + " " + namespace + "/" + name
 }
 
 func describe(kind string, obj runtime.Object) string {

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -106,6 +107,35 @@ func (d docText) findKey(from int, key string) int {
 
 // findItem finds the index-th element of the YAML sequence that starts after line from.
 func (d docText) findItem(from, index int) int {
+	items := d.seqItems(from, index+1)
+	if len(items) <= index {
+		return -1
+	}
+	return items[index]
+}
+
+// itemLines returns the file lines of every element of the YAML sequence under the
+// top-level key, in one pass (a list of thousands of items would make looking each
+// up on its own quadratic), or nil when it cannot follow the text.
+func (d docText) itemLines(start int, key string) []int {
+	pos := start - d.first
+	if pos < 0 || pos >= len(d.lines) {
+		return nil
+	}
+	k := d.findKey(pos, key)
+	if k < 0 {
+		return nil
+	}
+	items := d.seqItems(k, -1)
+	for i := range items {
+		items[i] += d.first
+	}
+	return items
+}
+
+// seqItems returns the line indexes of up to limit (all when negative) elements of
+// the YAML sequence that starts after line from.
+func (d docText) seqItems(from, limit int) []int {
 	first := -1
 	// The sequence's first item may sit on the key's own line ("- name: x" after a
 	// nested key) or on a following line.
@@ -120,11 +150,11 @@ func (d docText) findItem(from, index int) int {
 		break
 	}
 	if first < 0 {
-		return -1
+		return nil
 	}
 	indent := indentOf(d.lines[first])
-	count := 0
-	for i := first; i < len(d.lines); i++ {
+	var items []int
+	for i := first; i < len(d.lines) && len(items) != limit; i++ {
 		l := d.lines[i]
 		t := strings.TrimSpace(l)
 		if t == "" || strings.HasPrefix(t, "#") {
@@ -132,14 +162,88 @@ func (d docText) findItem(from, index int) int {
 		}
 		in := indentOf(l)
 		if in < indent || (in == indent && !strings.HasPrefix(t, "-")) {
-			return -1
+			break
 		}
 		if in == indent {
-			if count == index {
-				return i
-			}
-			count++
+			items = append(items, i)
 		}
 	}
-	return -1
+	return items
+}
+
+// topLevel returns the value of a top-level "key: value" line, unquoted.
+func topLevel(line, key string) (string, bool) {
+	v, ok := strings.CutPrefix(line, key+":")
+	if !ok {
+		return "", false
+	}
+	if i := strings.Index(v, " #"); i >= 0 {
+		v = v[:i]
+	}
+	return strings.Trim(strings.TrimSpace(v), `"'`), true
+}
+
+// isList reports whether the document's top-level kind is a List or typed list.
+func (d docText) isList() bool {
+	for _, l := range d.lines {
+		if v, ok := topLevel(strings.TrimRight(l, "\r"), "kind"); ok {
+			return strings.HasSuffix(v, "List")
+		}
+	}
+	return false
+}
+
+var flowFieldRE = regexp.MustCompile(`(?:^|[{,])\s*(name|namespace)\s*:\s*["']?([^,}"'\s]+)`)
+
+// describe names the object of a document that did not parse, from its text: a
+// top-level kind, and name and namespace directly under metadata, in block or flow
+// style. It gives what it finds, or "".
+func (d docText) describe() string {
+	var kind, name, namespace string
+	inMeta, childIndent := false, -1
+	for _, raw := range d.lines {
+		l := strings.TrimRight(raw, "\r")
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if indentOf(l) == 0 {
+			inMeta = false
+			if v, ok := topLevel(l, "kind"); ok {
+				kind = v
+			}
+			if v, ok := topLevel(l, "metadata"); ok {
+				if strings.HasPrefix(v, "{") {
+					for _, m := range flowFieldRE.FindAllStringSubmatch(v, -1) {
+						if m[1] == "name" && name == "" {
+							name = m[2]
+						} else if m[1] == "namespace" && namespace == "" {
+							namespace = m[2]
+						}
+					}
+				} else {
+					inMeta, childIndent = true, -1
+				}
+			}
+			continue
+		}
+		if !inMeta {
+			continue
+		}
+		if childIndent < 0 {
+			childIndent = indentOf(l)
+		}
+		if indentOf(l) != childIndent {
+			continue
+		}
+		if v, ok := topLevel(t, "name"); ok && name == "" {
+			name = v
+		} else if v, ok := topLevel(t, "namespace"); ok && namespace == "" {
+			namespace = v
+		}
+	}
+	if name == "" {
+		return ""
+	}
+	return describeName(kind, namespace, name)
 }

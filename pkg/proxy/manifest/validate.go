@@ -8,6 +8,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -18,33 +21,26 @@ import (
 )
 
 // defaultAndValidate fills in what an API server would have defaulted for the fields
-// kube-proxy reads, and rejects what kube-proxy could not use. It is deliberately
-// narrower than API-server validation: it checks what would otherwise be skipped
-// silently (or mis-programmed) downstream, with the field path and value.
+// kube-proxy reads, and rejects what an API server would reject on create: object
+// metadata (names, labels, the 256 KiB annotation limit) through apimachinery's own
+// validation, and for the kinds' specs the same rules as upstream's API validation for
+// the fields kube-proxy reads, with the field path and value. Only what depends on
+// the API server's flags (the node port range, the service CIDRs) is left out.
 func defaultAndValidate(obj runtime.Object, namespaced bool) field.ErrorList {
-	var errs field.ErrorList
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(nil, err)}
 	}
-	metaPath := field.NewPath("metadata")
-	if m.GetName() == "" {
-		errs = append(errs, field.Required(metaPath.Child("name"), ""))
-	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(m.GetName()) {
-			errs = append(errs, field.Invalid(metaPath.Child("name"), m.GetName(), msg))
-		}
+	if namespaced && m.GetNamespace() == "" {
+		m.SetNamespace(v1.NamespaceDefault)
 	}
-	if namespaced {
-		if m.GetNamespace() == "" {
-			m.SetNamespace(v1.NamespaceDefault)
-		}
-		for _, msg := range validation.IsDNS1123Label(m.GetNamespace()) {
-			errs = append(errs, field.Invalid(metaPath.Child("namespace"), m.GetNamespace(), msg))
-		}
-	} else if m.GetNamespace() != "" {
-		errs = append(errs, field.Forbidden(metaPath.Child("namespace"), "not allowed on a cluster-scoped object"))
+	// Services become DNS labels (<service>.<namespace>.svc), so their names are
+	// DNS-1035 labels; the other kinds only need DNS subdomains.
+	nameFn := apivalidation.NameIsDNSSubdomain
+	if _, ok := obj.(*v1.Service); ok {
+		nameFn = apivalidation.NameIsDNS1035Label
 	}
+	errs := apivalidation.ValidateObjectMetaAccessor(m, namespaced, nameFn, field.NewPath("metadata"))
 
 	switch o := obj.(type) {
 	case *v1.Service:
@@ -119,9 +115,16 @@ func defaultService(svc *v1.Service) {
 	if spec.InternalTrafficPolicy == nil {
 		spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyCluster)
 	}
-	if spec.ExternalTrafficPolicy == "" && (spec.Type == v1.ServiceTypeNodePort || spec.Type == v1.ServiceTypeLoadBalancer) {
+	if spec.ExternalTrafficPolicy == "" && externallyAccessible(svc) {
 		spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
 	}
+}
+
+// externallyAccessible reports whether traffic from outside the cluster reaches svc by
+// its spec, which is when an external traffic policy applies.
+func externallyAccessible(svc *v1.Service) bool {
+	return svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer ||
+		(svc.Spec.Type == v1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0)
 }
 
 // maxClientIPAffinitySeconds is the API server's limit for
@@ -130,12 +133,55 @@ const maxClientIPAffinitySeconds int32 = 86400
 
 var supportedProtocols = sets.New(v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
 
+// Limits of upstream's EndpointSlice validation.
+const (
+	maxSliceEndpoints = 1000
+	maxSliceAddresses = 100
+	maxSlicePorts     = 20000
+	maxSliceHints     = 8
+)
+
 func validatePort(path *field.Path, port int32, required bool) field.ErrorList {
 	if port == 0 && !required {
 		return nil
 	}
 	if port < 1 || port > 65535 {
 		return field.ErrorList{field.Invalid(path, port, "must be between 1 and 65535")}
+	}
+	return nil
+}
+
+func validateDNSLabel(path *field.Path, value string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(value) {
+		errs = append(errs, field.Invalid(path, value, msg))
+	}
+	return errs
+}
+
+func validateQualifiedName(path *field.Path, value string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range content.IsLabelKey(value) {
+		errs = append(errs, field.Invalid(path, value, msg))
+	}
+	return errs
+}
+
+// validateEndpointIP rejects the addresses an API server refuses as endpoints and
+// external IPs: ones that can only mean this host or its link.
+func validateEndpointIP(path *field.Path, ip string) field.ErrorList {
+	parsed := netutils.ParseIPSloppy(ip)
+	switch {
+	case parsed == nil:
+		return field.ErrorList{field.Invalid(path, ip, "must be a valid IP address")}
+	case parsed.IsUnspecified():
+		return field.ErrorList{field.Invalid(path, ip, "may not be unspecified (0.0.0.0 or ::)")}
+	case parsed.IsLoopback():
+		return field.ErrorList{field.Invalid(path, ip, "may not be in the loopback range (127.0.0.0/8, ::1/128)")}
+	case parsed.IsLinkLocalUnicast():
+		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")}
+	case parsed.IsLinkLocalMulticast():
+		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")}
 	}
 	return nil
 }
@@ -208,18 +254,46 @@ func validateService(svc *v1.Service) field.ErrorList {
 		errs = append(errs, field.Required(portsPath, ""))
 	}
 	names := sets.New[string]()
+	type protoPort struct {
+		proto v1.Protocol
+		port  int32
+	}
+	ports, nodePorts := sets.New[protoPort](), sets.New[protoPort]()
 	for i, p := range spec.Ports {
 		pp := portsPath.Index(i)
 		if len(spec.Ports) > 1 && p.Name == "" {
 			errs = append(errs, field.Required(pp.Child("name"), "required when the Service has more than one port"))
-		} else if p.Name != "" && names.Has(p.Name) {
-			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+		} else if p.Name != "" {
+			errs = append(errs, validateDNSLabel(pp.Child("name"), p.Name)...)
+			if names.Has(p.Name) {
+				errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+			}
 		}
 		names.Insert(p.Name)
 		errs = append(errs, validatePort(pp.Child("port"), p.Port, true)...)
 		errs = append(errs, validateProtocol(pp.Child("protocol"), p.Protocol)...)
-		if p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal != p.Port {
-			errs = append(errs, validatePort(pp.Child("targetPort"), p.TargetPort.IntVal, true)...)
+		if ports.Has(protoPort{p.Protocol, p.Port}) {
+			errs = append(errs, field.Duplicate(pp, fmt.Sprintf("%d/%s", p.Port, p.Protocol)))
+		}
+		ports.Insert(protoPort{p.Protocol, p.Port})
+		if p.NodePort != 0 {
+			if nodePorts.Has(protoPort{p.Protocol, p.NodePort}) {
+				errs = append(errs, field.Duplicate(pp.Child("nodePort"), p.NodePort))
+			}
+			nodePorts.Insert(protoPort{p.Protocol, p.NodePort})
+		}
+		switch p.TargetPort.Type {
+		case intstr.Int:
+			if p.TargetPort.IntVal != p.Port {
+				errs = append(errs, validatePort(pp.Child("targetPort"), p.TargetPort.IntVal, true)...)
+			}
+		case intstr.String:
+			for _, msg := range validation.IsValidPortName(p.TargetPort.StrVal) {
+				errs = append(errs, field.Invalid(pp.Child("targetPort"), p.TargetPort.StrVal, msg))
+			}
+		}
+		if p.AppProtocol != nil {
+			errs = append(errs, validateQualifiedName(pp.Child("appProtocol"), *p.AppProtocol)...)
 		}
 		needsNodePort := spec.Type == v1.ServiceTypeNodePort ||
 			(spec.Type == v1.ServiceTypeLoadBalancer && ptr.Deref(spec.AllocateLoadBalancerNodePorts, true))
@@ -233,20 +307,40 @@ func validateService(svc *v1.Service) field.ErrorList {
 		}
 	}
 
+	errs = append(errs, metav1validation.ValidateLabels(spec.Selector, specPath.Child("selector"))...)
 	for i, ip := range spec.ExternalIPs {
-		errs = append(errs, validateIP(specPath.Child("externalIPs").Index(i), ip)...)
+		errs = append(errs, validateEndpointIP(specPath.Child("externalIPs").Index(i), ip)...)
+	}
+	isLB := spec.Type == v1.ServiceTypeLoadBalancer
+	if len(spec.LoadBalancerSourceRanges) > 0 && !isLB {
+		errs = append(errs, field.Forbidden(specPath.Child("loadBalancerSourceRanges"), "may only be used when type is LoadBalancer"))
 	}
 	for i, cidr := range spec.LoadBalancerSourceRanges {
 		errs = append(errs, validateCIDR(specPath.Child("loadBalancerSourceRanges").Index(i), cidr)...)
 	}
-	if spec.HealthCheckNodePort != 0 {
-		errs = append(errs, validatePort(specPath.Child("healthCheckNodePort"), spec.HealthCheckNodePort, true)...)
+	if spec.AllocateLoadBalancerNodePorts != nil && !isLB {
+		errs = append(errs, field.Forbidden(specPath.Child("allocateLoadBalancerNodePorts"), "may only be used when type is LoadBalancer"))
 	}
-	switch spec.ExternalTrafficPolicy {
-	case "", v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal:
-	default:
-		errs = append(errs, field.NotSupported(specPath.Child("externalTrafficPolicy"), spec.ExternalTrafficPolicy,
+	if spec.LoadBalancerClass != nil && !isLB {
+		errs = append(errs, field.Forbidden(specPath.Child("loadBalancerClass"), "may only be used when type is LoadBalancer"))
+	}
+	etpPath := specPath.Child("externalTrafficPolicy")
+	switch etp := spec.ExternalTrafficPolicy; {
+	case !externallyAccessible(svc) && etp != "":
+		errs = append(errs, field.Invalid(etpPath, etp, "may only be set for externally-accessible Services (NodePort, LoadBalancer, or with externalIPs)"))
+	case etp != "" && etp != v1.ServiceExternalTrafficPolicyCluster && etp != v1.ServiceExternalTrafficPolicyLocal:
+		errs = append(errs, field.NotSupported(etpPath, etp,
 			[]v1.ServiceExternalTrafficPolicy{v1.ServiceExternalTrafficPolicyCluster, v1.ServiceExternalTrafficPolicyLocal}))
+	}
+	hcPath := specPath.Child("healthCheckNodePort")
+	needsHealthCheck := isLB && spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	switch {
+	case !needsHealthCheck && spec.HealthCheckNodePort != 0:
+		errs = append(errs, field.Invalid(hcPath, spec.HealthCheckNodePort, "may only be set when type is LoadBalancer and externalTrafficPolicy is Local"))
+	case needsHealthCheck && spec.HealthCheckNodePort == 0:
+		errs = append(errs, field.Required(hcPath, "no API server allocates health-check node ports from manifests; set it for type LoadBalancer with externalTrafficPolicy Local"))
+	case spec.HealthCheckNodePort != 0:
+		errs = append(errs, validatePort(hcPath, spec.HealthCheckNodePort, true)...)
 	}
 	if p := spec.InternalTrafficPolicy; p != nil && *p != v1.ServiceInternalTrafficPolicyCluster && *p != v1.ServiceInternalTrafficPolicyLocal {
 		errs = append(errs, field.NotSupported(specPath.Child("internalTrafficPolicy"), *p,
@@ -254,6 +348,9 @@ func validateService(svc *v1.Service) field.ErrorList {
 	}
 	switch spec.SessionAffinity {
 	case v1.ServiceAffinityNone:
+		if spec.SessionAffinityConfig != nil {
+			errs = append(errs, field.Forbidden(specPath.Child("sessionAffinityConfig"), "must not be set when sessionAffinity is None"))
+		}
 	case v1.ServiceAffinityClientIP:
 		if t := *spec.SessionAffinityConfig.ClientIP.TimeoutSeconds; t < 1 || t > maxClientIPAffinitySeconds {
 			errs = append(errs, field.Invalid(specPath.Child("sessionAffinityConfig", "clientIP", "timeoutSeconds"), t,
@@ -296,21 +393,56 @@ func validateEndpointSlice(slice *discoveryv1.EndpointSlice) field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("addressType"), slice.AddressType,
 			[]discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN}))
 	}
+	if len(slice.Endpoints) > maxSliceEndpoints {
+		// Checking a thousand more endpoints one by one says nothing new.
+		return append(errs, field.TooMany(field.NewPath("endpoints"), len(slice.Endpoints), maxSliceEndpoints))
+	}
 	for i, ep := range slice.Endpoints {
-		ap := field.NewPath("endpoints").Index(i).Child("addresses")
-		if len(ep.Addresses) == 0 {
+		epPath := field.NewPath("endpoints").Index(i)
+		ap := epPath.Child("addresses")
+		switch {
+		case len(ep.Addresses) == 0:
 			errs = append(errs, field.Required(ap, ""))
+		case len(ep.Addresses) > maxSliceAddresses:
+			errs = append(errs, field.TooMany(ap, len(ep.Addresses), maxSliceAddresses))
 		}
 		for j, addr := range ep.Addresses {
-			if family != nil && (netutils.ParseIPSloppy(addr) == nil || !family(addr)) {
+			switch {
+			case family != nil && (netutils.ParseIPSloppy(addr) == nil || !family(addr)):
 				errs = append(errs, field.Invalid(ap.Index(j), addr, fmt.Sprintf("must be a valid %s address", slice.AddressType)))
+			case family != nil:
+				errs = append(errs, validateEndpointIP(ap.Index(j), addr)...)
+			case slice.AddressType == discoveryv1.AddressTypeFQDN:
+				errs = append(errs, validation.IsFullyQualifiedDomainName(ap.Index(j), addr)...)
 			}
 		}
+		if ep.NodeName != nil {
+			for _, msg := range apivalidation.NameIsDNSSubdomain(*ep.NodeName, false) {
+				errs = append(errs, field.Invalid(epPath.Child("nodeName"), *ep.NodeName, msg))
+			}
+		}
+		if ep.Hostname != nil {
+			errs = append(errs, validateDNSLabel(epPath.Child("hostname"), *ep.Hostname)...)
+		}
+		if ep.Hints != nil {
+			if n := len(ep.Hints.ForZones); n > maxSliceHints {
+				errs = append(errs, field.TooMany(epPath.Child("hints", "forZones"), n, maxSliceHints))
+			}
+			if n := len(ep.Hints.ForNodes); n > maxSliceHints {
+				errs = append(errs, field.TooMany(epPath.Child("hints", "forNodes"), n, maxSliceHints))
+			}
+		}
+	}
+	if len(slice.Ports) > maxSlicePorts {
+		return append(errs, field.TooMany(field.NewPath("ports"), len(slice.Ports), maxSlicePorts))
 	}
 	names := sets.New[string]()
 	for i, p := range slice.Ports {
 		pp := field.NewPath("ports").Index(i)
 		name := ptr.Deref(p.Name, "")
+		if name != "" {
+			errs = append(errs, validateDNSLabel(pp.Child("name"), name)...)
+		}
 		if names.Has(name) {
 			errs = append(errs, field.Duplicate(pp.Child("name"), name))
 		}
@@ -319,6 +451,9 @@ func validateEndpointSlice(slice *discoveryv1.EndpointSlice) field.ErrorList {
 			errs = append(errs, validatePort(pp.Child("port"), *p.Port, true)...)
 		}
 		errs = append(errs, validateProtocol(pp.Child("protocol"), *p.Protocol)...)
+		if p.AppProtocol != nil {
+			errs = append(errs, validateQualifiedName(pp.Child("appProtocol"), *p.AppProtocol)...)
+		}
 	}
 	return errs
 }
@@ -344,8 +479,15 @@ func validateServiceCIDR(sc *networkingv1.ServiceCIDR) field.ErrorList {
 	if len(sc.Spec.CIDRs) == 0 {
 		errs = append(errs, field.Required(field.NewPath("spec", "cidrs"), ""))
 	}
+	if len(sc.Spec.CIDRs) > 2 {
+		return append(errs, field.TooMany(field.NewPath("spec", "cidrs"), len(sc.Spec.CIDRs), 2))
+	}
 	for i, cidr := range sc.Spec.CIDRs {
 		errs = append(errs, validateCIDR(field.NewPath("spec", "cidrs").Index(i), cidr)...)
+	}
+	if len(sc.Spec.CIDRs) == 2 && len(errs) == 0 &&
+		netutils.IsIPv6CIDRString(sc.Spec.CIDRs[0]) == netutils.IsIPv6CIDRString(sc.Spec.CIDRs[1]) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "cidrs").Index(1), sc.Spec.CIDRs[1], "must be of the other IP family than cidrs[0]"))
 	}
 	return errs
 }
