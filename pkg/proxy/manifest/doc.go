@@ -13,8 +13,18 @@
 // returned by Source.Client filters lists and watches the way an API server would.
 //
 // A document that cannot be used is rejected with its file, line and reason while the
-// rest of the files apply. Objects that are normally completed by the API server
-// (cluster IPs, node ports) must be written out in full, since nothing allocates them.
+// rest of the files apply. Documents are validated the way an API server validates
+// them on create, as far as that does not depend on its flags, and Services may not
+// share a cluster IP or node port. Objects that are normally completed by the API
+// server (cluster IPs, node ports) must be written out in full, since nothing
+// allocates them.
+//
+// Reading is defensive, since a bad path must never look like "no Services": symlinks
+// (the path's own included) are followed and loops cut; special files are skipped
+// without being opened in a way that could block; files and documents are bounded in
+// size before they are parsed; a read that finds no manifest file at all while
+// objects are applied is an error that keeps them; and Run applies a changed file
+// only once it has stopped changing (Source.Settle).
 //
 // Allowed imports: the standard library, k8s.io/{api,apimachinery,client-go,klog,utils},
 // sigs.k8s.io/yaml and github.com/fsnotify/fsnotify. Nothing from k8s.io/kube-proxy.
