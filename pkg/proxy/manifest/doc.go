@@ -23,8 +23,9 @@
 // (the path's own included) are followed and loops cut; special files are skipped
 // without being opened in a way that could block; files and documents are bounded in
 // size before they are parsed; a read that finds no manifest file at all while
-// objects are applied is an error that keeps them; and Run applies a changed file
-// only once it has stopped changing (Source.Settle).
+// objects are applied is an error that keeps them; and Run applies a file changed in
+// place only once it has stopped changing (Source.Settle), while a file renamed into
+// place, complete by construction, applies at once.
 //
 // Allowed imports: the standard library, k8s.io/{api,apimachinery,client-go,klog,utils},
 // sigs.k8s.io/yaml and github.com/fsnotify/fsnotify. Nothing from k8s.io/kube-proxy.

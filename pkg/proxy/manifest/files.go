@@ -165,32 +165,33 @@ func unwrapPath(err error) error {
 // regular file when opened (it was replaced after it was listed).
 var errNotRegular = errors.New("not a regular file")
 
-// readManifest reads a regular file of at most limit bytes. It opens without blocking
-// and checks the opened file's type, so a file swapped for a FIFO between listing and
-// reading is refused instead of waiting for a writer forever.
-func readManifest(path string, limit int64) ([]byte, error) {
+// readManifest reads a regular file of at most limit bytes, and returns the opened
+// file's information too. It opens without blocking and checks the opened file's
+// type, so a file swapped for a FIFO between listing and reading is refused instead
+// of waiting for a writer forever.
+func readManifest(path string, limit int64) ([]byte, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, nil, unwrapPath(err)
 	}
 	defer func() { _ = f.Close() }()
 	info, err := f.Stat()
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, nil, unwrapPath(err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("is a %s: %w; skipped", kindOf(info.Mode()), errNotRegular)
+		return nil, nil, fmt.Errorf("is a %s: %w; skipped", kindOf(info.Mode()), errNotRegular)
 	}
 	if info.Size() > limit {
-		return nil, fmt.Errorf("file is %d bytes, over the %d-byte limit for one manifest file; split it", info.Size(), limit)
+		return nil, nil, fmt.Errorf("file is %d bytes, over the %d-byte limit for one manifest file; split it", info.Size(), limit)
 	}
 	// The file may grow after the stat; never read more than the limit.
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, nil, unwrapPath(err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("file grew past the %d-byte limit for one manifest file while being read; split it", limit)
+		return nil, nil, fmt.Errorf("file grew past the %d-byte limit for one manifest file while being read; split it", limit)
 	}
-	return data, nil
+	return data, info, nil
 }

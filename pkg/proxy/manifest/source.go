@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -30,17 +32,23 @@ const DefaultRescanPeriod = 10 * time.Second
 // to drain (see selectingClientset.waitDrained).
 const writeBatch = 50
 
-// DefaultSettle is how long Run waits for a changed file to stay unchanged before
-// applying it, so a file written in several steps (a copy, a slow editor, a script
-// appending documents) is applied once, whole. Writers that rename a finished file
-// into place never show a partial file at all.
+// DefaultSettle is how long Run waits for a file changed in place to stay unchanged
+// before applying it, so a file written in several steps (a copy, a slow editor, a
+// script appending documents) is applied once, whole. A file replaced by another one
+// renamed into place is complete by construction and applies at once.
 const DefaultSettle = 500 * time.Millisecond
+
+// maxHoldFactor bounds, in settle periods, how long a file that never stops changing
+// is held back: a writer rewriting it in place more often than the settle time must
+// not stop every update.
+const maxHoldFactor = 10
 
 // Source keeps a fake clientset in step with the manifests under one path.
 type Source struct {
-	// Settle is how long a changed file must stay unchanged before Run applies it
-	// (DefaultSettle when 0; negative applies every change at once). Sync, which
-	// is an explicit read, applies at once regardless. Set it before Run.
+	// Settle is how long a file changed in place must stay unchanged before Run
+	// applies it (DefaultSettle when 0; negative applies every change at once); a
+	// file that keeps changing is applied after ten times as long regardless. Sync,
+	// an explicit read, applies at once. Set it before Run.
 	Settle time.Duration
 	// MaxFileBytes bounds the size of one manifest file (DefaultMaxFileBytes when
 	// 0); a larger file is rejected without being read. Set it before Sync or Run.
@@ -76,10 +84,16 @@ type fileState struct {
 	objs     []Object
 	problems []Problem
 
-	// pending is a newer content not yet quiet for the settle time.
+	// info is the file as last read, to tell a file replaced by a rename (a new
+	// file, complete) from one written in place (maybe half written).
+	info fs.FileInfo
+
+	// pending is a newer content not yet quiet for the settle time: since when
+	// it has had this content, and since when the file has been changing.
 	pending      bool
 	pendingSum   [sha256.Size]byte
 	pendingSince time.Time
+	pendingFirst time.Time
 }
 
 type applied struct {
@@ -201,7 +215,7 @@ func (s *Source) sync(ctx context.Context, settle time.Duration) (Result, time.T
 	}
 	for _, f := range l.files {
 		present[f] = true
-		data, err := readManifest(f, s.maxFileBytes())
+		data, info, err := readManifest(f, s.maxFileBytes())
 		if err != nil {
 			res.Problems = append(res.Problems, Problem{File: f, Reason: err.Error()})
 			dirty[f] = true
@@ -209,14 +223,23 @@ func (s *Source) sync(ctx context.Context, settle time.Duration) (Result, time.T
 		}
 		sum := sha256.Sum256(data)
 		c := s.cache[f]
+		replaced := c.info != nil && !os.SameFile(c.info, info)
+		c.info = info
 		switch {
 		case c.decoded && c.sum == sum:
 			c.pending = false
-		case settle > 0:
+		case settle > 0 && !replaced:
+			if !c.pending {
+				c.pendingFirst = now
+			}
 			if !c.pending || c.pendingSum != sum {
 				c.pending, c.pendingSum, c.pendingSince = true, sum, now
 			}
-			if wait := c.pendingSince.Add(settle); now.Before(wait) {
+			wait := c.pendingSince.Add(settle)
+			if limit := c.pendingFirst.Add(maxHoldFactor * settle); limit.Before(wait) {
+				wait = limit
+			}
+			if now.Before(wait) {
 				res.Pending++
 				if due.IsZero() || wait.Before(due) {
 					due = wait
@@ -231,7 +254,7 @@ func (s *Source) sync(ctx context.Context, settle time.Duration) (Result, time.T
 			}
 			fallthrough
 		default:
-			c = fileState{decoded: true, sum: sum}
+			c = fileState{decoded: true, sum: sum, info: info}
 			c.objs, c.problems = Decode(f, data)
 		}
 		s.cache[f] = c

@@ -269,8 +269,19 @@ func TestSourceRejectsConflictingServices(t *testing.T) {
 	}
 }
 
-// Under Run, each changed file waits until it has been unchanged for the settle time;
-// a file that keeps changing does not hold back the others. The clock is the test's.
+// writeInPlace rewrites a file through the same inode, as a writer that is not
+// careful does, so a reader may see it half written.
+func writeInPlace(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Under Run, each file changed in place waits until it has been unchanged for the
+// settle time; a file that keeps changing does not hold back the others, and is
+// itself held back for at most ten settle times. A file replaced by a rename is
+// whole and applies at once. The clock is the test's.
 func TestSourceSettlesEachFile(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	dir := t.TempDir()
@@ -278,7 +289,8 @@ func TestSourceSettlesEachFile(t *testing.T) {
 	writeFile(t, a, svcYAML("a", "10.96.0.1", 80))
 	writeFile(t, b, svcYAML("b", "10.96.0.2", 80))
 	s := NewSource(dir)
-	now := time.Unix(1000, 0)
+	start := time.Unix(1000, 0)
+	now := start
 	s.now = func() time.Time { return now }
 	if _, err := s.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -295,31 +307,41 @@ func TestSourceSettlesEachFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := strings.Join(serviceNames(t, s), ","); got != want {
-			t.Errorf("at +%v: services = %s, want %s", now.Sub(time.Unix(1000, 0)), got, want)
+			t.Errorf("at +%v: services = %s, want %s", now.Sub(start), got, want)
 		}
 		wantNext := time.Time{}
 		if due > 0 {
 			wantNext = now.Add(due)
 		}
 		if res.Pending != pending || !next.Equal(wantNext) {
-			t.Errorf("at +%v: pending %d due %v, want %d due %v", now.Sub(time.Unix(1000, 0)), res.Pending, next, pending, wantNext)
+			t.Errorf("at +%v: pending %d due %v, want %d due %v", now.Sub(start), res.Pending, next.Sub(start), pending, wantNext.Sub(start))
 		}
 	}
-	step(0, func() { writeFile(t, a, svcYAML("a", "10.96.0.11", 80)) },
+	step(0, func() { writeInPlace(t, a, svcYAML("a", "10.96.0.11", 80)) },
 		"default/a=10.96.0.1,default/b=10.96.0.2", 1, settle)
 	// a changes again: its wait starts over; b's change waits on its own.
 	step(600*time.Millisecond, func() {
-		writeFile(t, a, svcYAML("a", "10.96.0.21", 80))
-		writeFile(t, b, svcYAML("b", "10.96.0.12", 80))
+		writeInPlace(t, a, svcYAML("a", "10.96.0.21", 80))
+		writeInPlace(t, b, svcYAML("b", "10.96.0.12", 80))
 	}, "default/a=10.96.0.1,default/b=10.96.0.2", 2, settle)
-	step(999*time.Millisecond, func() { writeFile(t, a, svcYAML("a", "10.96.0.31", 80)) },
+	step(999*time.Millisecond, func() { writeInPlace(t, a, svcYAML("a", "10.96.0.31", 80)) },
 		"default/a=10.96.0.1,default/b=10.96.0.2", 2, time.Millisecond)
 	step(time.Millisecond, nil, "default/a=10.96.0.1,default/b=10.96.0.12", 1, 999*time.Millisecond)
 	// A new file waits too; a removed one goes at once.
 	step(0, func() {
-		writeFile(t, c, svcYAML("c", "10.96.0.3", 80))
+		writeInPlace(t, c, svcYAML("c", "10.96.0.3", 80))
 		_ = os.Remove(b)
 	}, "default/a=10.96.0.1", 2, 999*time.Millisecond)
 	step(999*time.Millisecond, nil, "default/a=10.96.0.31", 1, time.Millisecond)
 	step(time.Millisecond, nil, "default/a=10.96.0.31,default/c=10.96.0.3", 0, 0)
+	// A file renamed into place is whole: no wait.
+	step(time.Second, func() { writeFile(t, a, svcYAML("a", "10.96.0.41", 80)) },
+		"default/a=10.96.0.41,default/c=10.96.0.3", 0, 0)
+	// One rewritten in place more often than the settle time is applied after ten.
+	for i := range 12 {
+		step(900*time.Millisecond, func() { writeInPlace(t, c, svcYAML("c", fmt.Sprintf("10.96.1.%d", i), 80)) },
+			"default/a=10.96.0.41,default/c=10.96.0.3", 1, min(settle, 10*settle-time.Duration(i)*900*time.Millisecond))
+	}
+	step(100*time.Millisecond, func() { writeInPlace(t, c, svcYAML("c", "10.96.1.99", 80)) },
+		"default/a=10.96.0.41,default/c=10.96.1.99", 0, 0)
 }
