@@ -40,12 +40,6 @@ func TestSyncerAccessors(t *testing.T) {
 	if _, err := s.sync(context.Background(), syncInput{full: true, services: models(tf.ip, noLocal)}); err != nil {
 		t.Fatal(err)
 	}
-	if in, ex, ok := s.noLocalEndpoints(ownerOf(noLocal)); !ok || in || !ex {
-		t.Errorf("noLocalEndpoints = %v, %v, %v; want false, true, true", in, ex, ok)
-	}
-	if _, _, ok := s.noLocalEndpoints("ns/unknown:p"); ok {
-		t.Error("noLocalEndpoints knows an owner that was never synced")
-	}
 	if r := s.view.owners[ownerOf(noLocal)]; r == nil || len(r.slots) != 0 {
 		t.Error("after useInlineMaps the rules still use endpoint map slots")
 	}

@@ -115,7 +115,6 @@ func (e *endpointModel) affinitySet() string { return e.lazyNames().affinitySet 
 // cheap to compare.
 type serviceModel struct {
 	owner    string // ServicePortName.String(); unique per service port
-	name     proxy.ServicePortName
 	protocol string // lower case
 
 	clusterIP    string
@@ -131,8 +130,11 @@ type serviceModel struct {
 	externalPolicyLocal  bool
 	internalPolicyLocal  bool
 	externallyAccessible bool
-	usesClusterEndpoints bool
-	usesLocalEndpoints   bool
+	// usesCluster and usesLocal say which endpoint sets some traffic is
+	// balanced over; internal and external what the brain decided for
+	// traffic without a usable endpoint (proxy.ResolveTrafficPolicy).
+	usesCluster, usesLocal bool
+	internal, external     proxy.NoEndpointsAction
 
 	clusterEndpoints   []*endpointModel
 	localEndpoints     []*endpointModel
@@ -199,7 +201,4 @@ type serviceRules struct {
 	elems  []elemSpec
 	// slots are the endpoint map ranges of the policy chains.
 	slots []slotSpec
-
-	noLocalInternal bool
-	noLocalExternal bool
 }

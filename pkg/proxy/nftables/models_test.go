@@ -3,6 +3,8 @@ package nftables
 import (
 	"net"
 	"strings"
+
+	"k8s.io/kube-proxy/pkg/proxy"
 )
 
 // tsvc describes a service port for syncer-level tests. It stands in for what
@@ -62,8 +64,8 @@ func (t tsvc) model(ip func(string) string) *serviceModel {
 	m.externalPolicyLocal = t.extLocal
 	m.internalPolicyLocal = t.intLocal
 	m.externallyAccessible = t.nodePort != 0 || len(t.externalIPs) > 0 || len(t.lbIPs) > 0
-	m.usesClusterEndpoints = !t.intLocal || (m.externallyAccessible && !t.extLocal)
-	m.usesLocalEndpoints = t.intLocal || (m.externallyAccessible && t.extLocal)
+	usesClusterEndpoints := !t.intLocal || (m.externallyAccessible && !t.extLocal)
+	usesLocalEndpoints := t.intLocal || (m.externallyAccessible && t.extLocal)
 	newServiceChains(m, t.ns, t.name, t.portName)
 	for _, e := range t.eps {
 		em := newEndpointModel(t.ns, t.name, proto, t.portName, ip(e.ip), e.port, e.local)
@@ -73,7 +75,19 @@ func (t tsvc) model(ip func(string) string) *serviceModel {
 		}
 	}
 	m.hasEndpoints = len(m.clusterEndpoints) > 0
-	if m.usesClusterEndpoints {
+	m.usesCluster = usesClusterEndpoints && len(m.clusterEndpoints) > 0
+	m.usesLocal = usesLocalEndpoints && len(m.localEndpoints) > 0
+	action := func(local bool) proxy.NoEndpointsAction {
+		switch {
+		case !m.hasEndpoints:
+			return proxy.Reject
+		case local && len(m.localEndpoints) == 0:
+			return proxy.Drop
+		}
+		return proxy.Forward
+	}
+	m.internal, m.external = action(t.intLocal), action(t.extLocal)
+	if usesClusterEndpoints {
 		m.reachableEndpoints = m.clusterEndpoints
 	} else {
 		m.reachableEndpoints = m.localEndpoints

@@ -124,7 +124,7 @@ func NewDryRunProxier(ctx context.Context,
 	nodeIP net.IP,
 	out io.Writer,
 ) (*Proxier, error) {
-	nft := &DryRunInterface{Interface: knftables.NewFake(familyOf(ipFamily), kubeProxyTable), Out: out}
+	nft := NewDryRunInterface(familyOf(ipFamily), out)
 	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
 	return newProxier(ctx, nft, config, ipFamily, localDetector, nodeName, nodeIP, nodePortAddresses,
 		proxyutil.RealNetwork{}, conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer(), nil)
@@ -187,10 +187,10 @@ func newProxier(ctx context.Context,
 		localhostEnabled:  localhostEnabled,
 		maxOps:            DefaultMaxOpsPerTransaction,
 	}, logger)
-	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.gen.masqueradeMark)
+	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.masqueradeMark())
 	if err := p.syncer.checkEndpointMaps(ctx); err != nil {
 		logger.Info("The nft binary cannot declare endpoint maps; balancing with one anonymous map per service instead, as upstream does (slower to load, and every endpoint change rewrites a rule)", "err", err)
-		p.syncer.gen.inlineMaps = true
+		p.syncer.useInlineMaps()
 	}
 	if localhostEnabled {
 		metrics.SetNFTablesCounterReader(ipFamily, counterReader{nft: nft})
@@ -308,7 +308,7 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 		nodePortsChanged = true
 	}
 	if u.ServiceCIDRsChanged || full {
-		p.syncer.serviceCIDRs = strings.Join(u.ServiceCIDRs, ",")
+		p.syncer.setServiceCIDRs(strings.Join(u.ServiceCIDRs, ","))
 	}
 	in.rewriteClusterIPsCheck = u.ServiceCIDRsChanged
 
@@ -316,7 +316,7 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 	out.Programmed = res.transactions > 0
 	// Flushed chains can be deleted a second later; ask for a sync then
 	// rather than leaving them until the next change or the hourly sync.
-	if len(p.syncer.view.stale) > 0 {
+	if p.syncer.staleChainsPending() {
 		out.SyncAgainAfter = staleChainMinAge
 	}
 	if err != nil {
@@ -398,8 +398,10 @@ func (p *Proxier) model(name proxy.ServicePortName, svc proxy.ServicePort, tp *p
 		externalPolicyLocal:  tp.ExternalLocal,
 		internalPolicyLocal:  tp.InternalLocal,
 		externallyAccessible: svc.ExternallyAccessible(),
-		usesClusterEndpoints: svc.UsesClusterEndpoints(),
-		usesLocalEndpoints:   svc.UsesLocalEndpoints(),
+		usesCluster:          tp.UsesClusterEndpoints,
+		usesLocal:            tp.UsesLocalEndpoints,
+		internal:             tp.Internal,
+		external:             tp.External,
 	}
 	namespace, svcName, portName := name.Namespace, name.Name, name.Port
 	if info, ok := svc.(*servicePortInfo); ok {
@@ -433,10 +435,9 @@ func (p *Proxier) model(name proxy.ServicePortName, svc proxy.ServicePort, tp *p
 	m.localEndpoints = conv(tp.LocalEndpoints)
 	m.reachableEndpoints = conv(tp.ReachableEndpoints)
 	m.hasEndpoints = tp.HasEndpoints
-	m.rejectLocalhostNodePort = m.nodePort != 0 && p.rejectsLocalhostNodePort(svc.Protocol())
+	m.rejectLocalhostNodePort = m.nodePort != 0 && p.syncer.rejectsLocalhostNodePort(svc.Protocol())
 
 	ss := &syncedService{owner: owner}
-	m.name = name
 	if p.localhostNodePortProxy != nil && m.nodePort != 0 && svc.Protocol() == v1.ProtocolTCP {
 		eps := m.clusterEndpoints
 		if m.externalPolicyLocal {
@@ -455,15 +456,6 @@ func (p *Proxier) model(name proxy.ServicePortName, svc proxy.ServicePort, tp *p
 		ss.nodePort = spec
 	}
 	return m, ss
-}
-
-func (p *Proxier) rejectsLocalhostNodePort(protocol v1.Protocol) bool {
-	for _, rp := range p.syncer.rejectProtocols {
-		if rp == protocol {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *Proxier) familyIP(ip net.IP) string {

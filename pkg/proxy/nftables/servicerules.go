@@ -2,14 +2,15 @@ package nftables
 
 import (
 	"net"
-
-	v1 "k8s.io/api/core/v1"
 	"strconv"
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
+
+	"k8s.io/kube-proxy/pkg/proxy"
 )
 
 // generator turns serviceModels into the chains, sets and elements they need.
@@ -69,31 +70,23 @@ func (g *generator) build(svc *serviceModel, slots slotSource) *serviceRules {
 		}
 	}
 
-	usesCluster := len(svc.clusterEndpoints) > 0 && svc.usesClusterEndpoints
-	if usesCluster {
+	if svc.usesCluster {
 		out.chains = append(out.chains, chainSpec{name: svc.clusterChain, rules: g.endpointRules(svc, svc.clusterChain, svc.clusterEndpoints, slots, out)})
 	}
-	usesLocal := len(svc.localEndpoints) > 0 && svc.usesLocalEndpoints
-	if usesLocal {
+	if svc.usesLocal {
 		out.chains = append(out.chains, chainSpec{name: svc.localChain, rules: g.endpointRules(svc, svc.localChain, svc.localEndpoints, slots, out)})
 	}
 
 	internalChain := svc.clusterChain
-	hasInternal := svc.hasEndpoints
 	if svc.internalPolicyLocal {
 		internalChain = svc.localChain
-		if len(svc.localEndpoints) == 0 {
-			hasInternal = false
-		}
 	}
 	externalPolicyChain := svc.clusterChain
-	hasExternal := svc.hasEndpoints
 	if svc.externalPolicyLocal {
 		externalPolicyChain = svc.localChain
-		if len(svc.localEndpoints) == 0 {
-			hasExternal = false
-		}
 	}
+	hasInternal := svc.internal == proxy.Forward
+	hasExternal := svc.external == proxy.Forward
 
 	// The external chain exists whenever there are endpoints anywhere, even
 	// with no locally usable ones, because it carries the short-circuit rules
@@ -117,20 +110,7 @@ func (g *generator) build(svc *serviceModel, slots slotSource) *serviceRules {
 		out.chains = append(out.chains, ch)
 	}
 
-	var internalVerdict, externalVerdict string
-	if !svc.hasEndpoints {
-		internalVerdict = "goto " + rejectChain
-		externalVerdict = internalVerdict
-	} else {
-		if !hasInternal {
-			internalVerdict = "drop"
-			out.noLocalInternal = true
-		}
-		if !hasExternal {
-			externalVerdict = "drop"
-			out.noLocalExternal = true
-		}
-	}
+	internalVerdict, externalVerdict := verdictFor(svc.internal), verdictFor(svc.external)
 
 	dest := func(ip string) string { return ip + " . " + svc.protocol + " . " + port }
 
@@ -291,4 +271,16 @@ func (g *generator) inlineMapRule(svc *serviceModel, eps []*endpointModel) strin
 	}
 	b.WriteString(" }")
 	return b.String()
+}
+
+// verdictFor is the no-endpoint-services verdict for traffic the brain
+// decided not to forward.
+func verdictFor(a proxy.NoEndpointsAction) string {
+	switch a {
+	case proxy.Reject:
+		return "goto " + rejectChain
+	case proxy.Drop:
+		return "drop"
+	}
+	return ""
 }

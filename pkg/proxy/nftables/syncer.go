@@ -227,18 +227,6 @@ func (s *syncer) rejectsLocalhostNodePort(protocol v1.Protocol) bool {
 	return slices.Contains(s.rejectProtocols, protocol)
 }
 
-// noLocalEndpoints reports, for a service port synced last, whether its
-// internal and external traffic policies are Local with no local endpoint
-// (the sync_proxy_rules_no_local_endpoints_total metric); ok is false for an
-// owner the view does not know.
-func (s *syncer) noLocalEndpoints(owner string) (internal, external, ok bool) {
-	r := s.view.owners[owner]
-	if r == nil {
-		return false, false, false
-	}
-	return r.noLocalInternal, r.noLocalExternal, true
-}
-
 // checkEndpointMaps asks nft, without changing anything, whether it can
 // declare an endpoint map (slots.go): its "typeof numgen ..." key needs an
 // nft that can describe numgen expressions in a set declaration.
