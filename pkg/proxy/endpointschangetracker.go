@@ -63,7 +63,7 @@ func (ect *EndpointsChangeTracker) EndpointSliceUpdate(endpointSlice *discovery.
 			"type", endpointSlice.AddressType, "expected", ect.addressType)
 		return false
 	}
-	serviceNN, _, err := endpointSliceCacheKeys(endpointSlice)
+	serviceNN, sliceName, err := endpointSliceCacheKeys(endpointSlice)
 	if err != nil {
 		ect.logger.Info("Ignoring EndpointSlice", "endpointSlice", klog.KObj(endpointSlice), "err", err)
 		return false
@@ -74,7 +74,7 @@ func (ect *EndpointsChangeTracker) EndpointSliceUpdate(endpointSlice *discovery.
 	ect.mu.Lock()
 	defer ect.mu.Unlock()
 
-	changed := ect.endpointSliceCache.updatePending(endpointSlice, removeSlice)
+	changed := ect.endpointSliceCache.updatePending(serviceNN, sliceName, endpointSlice, removeSlice)
 	if changed {
 		incEndpointChangesPending()
 		if removeSlice {
@@ -114,12 +114,6 @@ func (ect *EndpointsChangeTracker) checkoutTriggerTimes(into map[types.Namespace
 	ect.lastChangeTriggerTimes = map[types.NamespacedName][]time.Time{}
 }
 
-// endpointsChange is the before and after of one Service's endpoints.
-type endpointsChange struct {
-	previous EndpointsMap
-	current  EndpointsMap
-}
-
 // UpdateEndpointsMapResult describes what an EndpointsMap.Update changed.
 type UpdateEndpointsMapResult struct {
 	// UpdatedServices lists every Service whose endpoints were added,
@@ -132,9 +126,6 @@ type UpdateEndpointsMapResult struct {
 	// the network-programming-latency metric.
 	LastChangeTriggerTimes map[types.NamespacedName][]time.Time
 }
-
-// EndpointsMap maps each service port to its endpoints, sorted by String().
-type EndpointsMap map[ServicePortName][]Endpoint
 
 // Update applies every change pending in ect to em, calls the tracker's
 // processEndpointsMapChange for each, and empties the tracker.
@@ -191,44 +182,4 @@ func formatEndpointsList(endpoints []Endpoint) []string {
 		out = append(out, ep.String())
 	}
 	return out
-}
-
-// LocalReadyEndpoints returns, per Service, how many distinct IPs of local
-// ready endpoints it has. Services with none are absent.
-//
-// Terminating endpoints are left out on purpose: they may still serve, but a
-// node with only terminating endpoints should fail the load balancer's health
-// check so that new traffic goes elsewhere. IPs, not ip:port pairs, are
-// counted, so a pod backing two ports counts once.
-func (em EndpointsMap) LocalReadyEndpoints() map[types.NamespacedName]int {
-	return em.LocalReadyEndpointsOf(nil)
-}
-
-// LocalReadyEndpointsOf is LocalReadyEndpoints restricted to the Services for
-// which want returns true (all of them if want is nil). Health checks only
-// look at Services with a health check node port, a small share of a large
-// cluster, so a sync recounts just those.
-func (em EndpointsMap) LocalReadyEndpointsOf(want func(types.NamespacedName) bool) map[types.NamespacedName]int {
-	ips := map[types.NamespacedName]sets.Set[string]{}
-	for spn, eps := range em {
-		if want != nil && !want(spn.NamespacedName) {
-			continue
-		}
-		for _, ep := range eps {
-			if ep == nil || !ep.IsReady() || !ep.IsLocal() {
-				continue
-			}
-			s := ips[spn.NamespacedName]
-			if s == nil {
-				s = sets.New[string]()
-				ips[spn.NamespacedName] = s
-			}
-			s.Insert(ep.IP())
-		}
-	}
-	counts := make(map[types.NamespacedName]int, len(ips))
-	for nn, s := range ips {
-		counts[nn] = s.Len()
-	}
-	return counts
 }

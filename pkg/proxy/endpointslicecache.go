@@ -90,15 +90,11 @@ func endpointSliceCacheKeys(slice *discovery.EndpointSlice) (types.NamespacedNam
 	return types.NamespacedName{Namespace: slice.Namespace, Name: serviceName}, slice.Name, nil
 }
 
-// updatePending records slice as a pending add/update, or delete if remove.
-// It returns whether that changes what the next checkout will apply.
-func (cache *EndpointSliceCache) updatePending(slice *discovery.EndpointSlice, remove bool) bool {
-	serviceKey, sliceKey, err := endpointSliceCacheKeys(slice)
-	if err != nil {
-		cache.logger.Error(err, "Ignoring EndpointSlice")
-		return false
-	}
-
+// updatePending records slice, of Service serviceKey and named sliceKey (see
+// endpointSliceCacheKeys, which the caller has already checked), as a pending
+// add/update, or delete if remove. It returns whether that changes what the
+// next checkout will apply.
+func (cache *EndpointSliceCache) updatePending(serviceKey types.NamespacedName, sliceKey string, slice *discovery.EndpointSlice, remove bool) bool {
 	cache.mu.Lock()
 	defer cache.mu.Unlock()
 
