@@ -41,11 +41,31 @@ func NewDualStackProxier(
 	healthzServer *healthcheck.ProxyHealthServer,
 	initOnly bool,
 ) (proxy.Provider, error) {
-	ipv4Proxier, err := NewProxier(ctx, config, v1.IPv4Protocol, localDetectors[v1.IPv4Protocol], nodeName, nodeIPs[v1.IPv4Protocol], recorder, healthzServer, initOnly)
+	return NewDualStackProxierWithOptions(ctx, config, localDetectors, nodeName, nodeIPs, recorder, healthzServer, initOnly)
+}
+
+// NewDualStackProxierWithOptions is NewDualStackProxier with Options applied
+// to both single-stack proxiers. (WithNFTables, which is per family, must
+// not be given here.)
+func NewDualStackProxierWithOptions(
+	ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	localDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIPs map[v1.IPFamily]net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+	opts ...Option,
+) (proxy.Provider, error) {
+	if applyOptions(opts).nft != nil {
+		return nil, fmt.Errorf("nftables: WithNFTables names one family's table; build each family with NewProxierWithOptions")
+	}
+	ipv4Proxier, err := NewProxierWithOptions(ctx, config, v1.IPv4Protocol, localDetectors[v1.IPv4Protocol], nodeName, nodeIPs[v1.IPv4Protocol], recorder, healthzServer, initOnly, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create ipv4 proxier: %w", err)
 	}
-	ipv6Proxier, err := NewProxier(ctx, config, v1.IPv6Protocol, localDetectors[v1.IPv6Protocol], nodeName, nodeIPs[v1.IPv6Protocol], recorder, healthzServer, initOnly)
+	ipv6Proxier, err := NewProxierWithOptions(ctx, config, v1.IPv6Protocol, localDetectors[v1.IPv6Protocol], nodeName, nodeIPs[v1.IPv6Protocol], recorder, healthzServer, initOnly, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create ipv6 proxier: %w", err)
 	}
@@ -96,26 +116,74 @@ func NewProxier(ctx context.Context,
 	healthzServer *healthcheck.ProxyHealthServer,
 	initOnly bool,
 ) (*Proxier, error) {
+	return NewProxierWithOptions(ctx, config, ipFamily, localDetector, nodeName, nodeIP, recorder, healthzServer, initOnly)
+}
+
+// NewProxierWithOptions is NewProxier with Options, the same set the
+// iptables proxier takes (plus WithNFTables).
+func NewProxierWithOptions(ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipFamily v1.IPFamily,
+	localDetector proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIP net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+	opts ...Option,
+) (*Proxier, error) {
+	if config == nil {
+		return nil, fmt.Errorf("nftables proxier (%s): nil configuration", ipFamily)
+	}
+	if ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol {
+		return nil, fmt.Errorf("nftables proxier: invalid IP family %q", ipFamily)
+	}
+	o := applyOptions(opts)
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	nft, err := getNFTablesInterface(ipFamily)
-	if err != nil {
-		return nil, err
+	nft := o.nft
+	switch {
+	case o.dryRun != nil:
+		nft = NewDryRunInterface(familyOf(ipFamily), o.dryRun)
+	case nft == nil:
+		var err error
+		if nft, err = getNFTablesInterface(ipFamily); err != nil {
+			return nil, err
+		}
 	}
 	if initOnly {
 		logger.Info("System initialized and --init-only specified")
 		return nil, nil
 	}
 	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
-	serviceHealthServer := healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, healthzServer, ipFamily)
-	return newProxier(ctx, nft, config, ipFamily, localDetector, nodeName, nodeIP, nodePortAddresses,
-		proxyutil.RealNetwork{}, conntrack.New(), serviceHealthServer, healthzServer)
+	ct, shs, nw := o.conntrack, o.serviceHealthServer, o.networkInterfacer
+	if o.dryRun != nil {
+		// A dry run touches nothing on the host and reports to no one.
+		healthzServer = nil
+		if ct == nil {
+			ct = conntrack.NewFake()
+		}
+		if shs == nil {
+			shs = healthcheck.NewFakeServiceHealthServer()
+		}
+	}
+	if ct == nil {
+		ct = conntrack.New()
+	}
+	if shs == nil {
+		shs = healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, healthzServer, ipFamily)
+	}
+	if nw == nil {
+		nw = proxyutil.RealNetwork{}
+	}
+	return newProxier(ctx, nft, config, ipFamily, localDetector, nodeName, nodeIP, nodePortAddresses, nw, ct, shs, healthzServer, opts...)
 }
 
 // NewDryRunProxier builds a proxier that programs nothing: every nft
 // transaction a sync would run is written to out (in `nft -f` syntax) and
-// applied to an in-memory knftables fake instead of the kernel. It needs no
+// applied to an in-memory table instead of the kernel. It needs no
 // privileges, so cmd/kube-proxy can use it to show what it would do.
-// Conntrack cleanup and per-service health checks are faked too.
+// Conntrack cleanup and per-service health checks are faked too. It is
+// NewProxierWithOptions with WithDryRun(out).
 func NewDryRunProxier(ctx context.Context,
 	config *kubeproxyconfig.KubeProxyConfiguration,
 	ipFamily v1.IPFamily,
@@ -124,10 +192,7 @@ func NewDryRunProxier(ctx context.Context,
 	nodeIP net.IP,
 	out io.Writer,
 ) (*Proxier, error) {
-	nft := NewDryRunInterface(familyOf(ipFamily), out)
-	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
-	return newProxier(ctx, nft, config, ipFamily, localDetector, nodeName, nodeIP, nodePortAddresses,
-		proxyutil.RealNetwork{}, conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer(), nil)
+	return NewProxierWithOptions(ctx, config, ipFamily, localDetector, nodeName, nodeIP, nil, nil, false, WithDryRun(out))
 }
 
 // newProxier is the constructor shared by production, dry-run and tests.
@@ -143,8 +208,10 @@ func newProxier(ctx context.Context,
 	ct conntrack.Interface,
 	serviceHealthServer healthcheck.ServiceHealthServer,
 	healthzServer *healthcheck.ProxyHealthServer,
+	opts ...Option,
 ) (*Proxier, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
+	o := applyOptions(opts)
 	masqueradeBit := 14
 	if config.NFTables.MasqueradeBit != nil {
 		masqueradeBit = int(*config.NFTables.MasqueradeBit)
@@ -220,6 +287,7 @@ func newProxier(ctx context.Context,
 		ServiceHealth:       serviceHealthServer,
 		Conntrack:           ct,
 		Logger:              &logger,
+		OnSync:              o.syncHook,
 	}, (*rulesBackend)(p))
 	if err != nil {
 		return nil, fmt.Errorf("nftables proxier (%s): %w", ipFamily, err)

@@ -181,6 +181,19 @@ type Options struct {
 	// Logger logs with the family already attached; klog.FromContext(ctx)
 	// when unset.
 	Logger *klog.Logger
+	// OnSync, when set, is called after every sync that ran (not the ones
+	// skipped before the informers listed), on the syncing goroutine, so
+	// callers can wait for a sync instead of sleeping. It must not block.
+	OnSync func(SyncResult)
+}
+
+// SyncResult describes one finished sync, for Options.OnSync.
+type SyncResult struct {
+	Family   v1.IPFamily
+	Full     bool
+	Duration time.Duration
+	// Err is the sync's error; nil when it succeeded.
+	Err error
 }
 
 // Shell is one IP family's sync loop. It implements the event half of
@@ -466,7 +479,9 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 		// the rules back in line with them.
 		s.needFull = true
 		s.logger.Error(err, "Sync failed", "retryingTime", s.opts.RetryInterval)
-		return fmt.Errorf("%s sync: %w", family, err)
+		err = fmt.Errorf("%s sync: %w", family, err)
+		s.notify(full, start, err)
+		return err
 	}
 	s.needFull = false
 	s.cidrsChanged = false
@@ -476,7 +491,14 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 	s.logger.V(2).Info("SyncProxyRules complete", "elapsed", time.Since(start), "fullSync", full, "servicePorts", len(s.services))
 	s.report(u, epResult)
 	s.successCount.Add(1)
+	s.notify(full, start, nil)
 	return nil
+}
+
+func (s *Shell) notify(full bool, start time.Time, err error) {
+	if s.opts.OnSync != nil {
+		s.opts.OnSync(SyncResult{Family: s.opts.Family, Full: full, Duration: s.now().Sub(start), Err: err})
+	}
 }
 
 // resolvePolicies brings the per-port traffic policies up to date for the

@@ -482,3 +482,18 @@ func TestSyncAgainAfter(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// OnSync hears of every sync that ran, with its outcome.
+func TestOnSync(t *testing.T) {
+	b := &recorder{}
+	var got []SyncResult
+	s := newShell(t, b, func(o *Options) { o.OnSync = func(r SyncResult) { got = append(got, r) } })
+	syncNow(t, s) // not initialized: not a sync
+	initialize(s)
+	syncNow(t, s)
+	b.fail = errors.New("boom")
+	_ = s.SyncNow()
+	if len(got) != 2 || !got[0].Full || got[0].Err != nil || got[1].Err == nil || got[1].Family != v1.IPv4Protocol {
+		t.Fatalf("OnSync saw %+v, want a successful full sync then a failed one", got)
+	}
+}
