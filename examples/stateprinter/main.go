@@ -17,6 +17,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
+	"k8s.io/kube-proxy/pkg/proxy/source/manifests"
 )
 
 type config struct {
@@ -54,7 +55,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	var src source.Source
 	if c.manifests != "" {
-		src = source.NewManifests(c.manifests, c.node, 0)
+		src = manifests.New(c.manifests, c.node, 0)
 	} else {
 		cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
+	manifestsource "k8s.io/kube-proxy/pkg/proxy/source/manifests"
 )
 
 func main() {
@@ -48,7 +49,7 @@ func run(ctx context.Context, kubeconfig, manifests, node, iface string, ipv6 bo
 	}
 	var src source.Source
 	if manifests != "" {
-		src = source.NewManifests(manifests, node, 0)
+		src = manifestsource.New(manifests, node, 0)
 	} else {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {

@@ -20,8 +20,8 @@ type Kubernetes struct {
 	resync   time.Duration
 }
 
-// NewKubernetes returns a source reading client, with nodeName's topology labels.
-// resync is the informers' resync period (kube-proxy's --config-sync-period; 0 disables
+// NewKubernetes returns a source reading client, with nodeName's topology labels; a
+// Handler that implements NodeHandler is also given the Node nodeName itself. resync is the informers' resync period (kube-proxy's --config-sync-period; 0 disables
 // it).
 func NewKubernetes(client kubernetes.Interface, nodeName string, resync time.Duration) *Kubernetes {
 	return &Kubernetes{client: client, nodeName: nodeName, resync: resync}
@@ -54,13 +54,21 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	sliceConfig.RegisterEventHandler(h)
 
 	var nodeFactory informers.SharedInformerFactory
+	var nodeConfig *config.NodeConfig
 	if k.nodeName != "" {
 		nodeFactory = informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
 			informers.WithTransform(trimManagedFields), informers.WithTweakListOptions(NodeListOptions(k.nodeName)))
 		topo := config.NewNodeTopologyConfig(ctx, nodeFactory.Core().V1().Nodes(), k.resync)
 		topo.RegisterEventHandler(h)
+		if nh, ok := h.(NodeHandler); ok {
+			nodeConfig = config.NewNodeConfig(ctx, nodeFactory.Core().V1().Nodes(), k.resync)
+			nodeConfig.RegisterEventHandler(nh)
+		}
 	} else {
-		logger.Info("No node name: topology hints will not narrow endpoints")
+		logger.Info("No node name: topology hints will not narrow endpoints, and /healthz will not find the Node")
+		if nh, ok := h.(NodeHandler); ok {
+			nh.OnNodeSynced()
+		}
 	}
 
 	svcFactory.Start(ctx.Done())
@@ -70,6 +78,9 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 	go svcConfig.Run(ctx.Done())
 	go sliceConfig.Run(ctx.Done())
+	if nodeConfig != nil {
+		go nodeConfig.Run(ctx.Done())
+	}
 
 	<-ctx.Done()
 	svcFactory.Shutdown()

@@ -3,10 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,80 +229,6 @@ func TestListOptionsMatchSelection(t *testing.T) {
 	NodeListOptions("n1")(&no)
 	if no.FieldSelector != "metadata.name=n1" {
 		t.Errorf("node field selector = %q", no.FieldSelector)
-	}
-}
-
-func TestManifests(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	svc := func(name, clusterIP, extra string) string {
-		return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: %s, namespace: demo%s}
-spec:
-  clusterIP: %s
-  ports: [{name: http, port: 80, protocol: TCP}]
-`, name, extra, clusterIP)
-	}
-	write("web.yaml", svc("web", "10.96.0.10", ""))
-	write("db.yaml", svc("db", "None", ""))
-	write("other.yaml", svc("other", "10.96.0.11", ", labels: {"+apis.LabelServiceProxyName+": someone-else}"))
-	write("slice.yaml", `apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- addresses: [198.19.1.10]
-  nodeName: node-1
-`)
-	write("nodes.yaml", `apiVersion: v1
-kind: Node
-metadata: {name: node-1, labels: {topology.kubernetes.io/zone: zone-a}}
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-2, labels: {topology.kubernetes.io/zone: zone-b}}
-`)
-
-	src := NewManifests(dir, "node-1", 100*time.Millisecond)
-	r := &recorder{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, r) }()
-	waitFor(t, r, "slices-synced")
-	waitFor(t, r, "svc-synced")
-	waitFor(t, r, "topology map[topology.kubernetes.io/zone:zone-a]")
-	got := r.take()
-	slices.Sort(got)
-	want := []string{"slice-add demo/web-1", "slices-synced", "svc-add demo/web", "svc-synced", "topology map[topology.kubernetes.io/zone:zone-a]"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("initial events (-want +got):\n%s", diff)
-	}
-
-	write("web.yaml", svc("web", "10.96.0.10", ", annotations: {edited: \"yes\"}"))
-	waitFor(t, r, "svc-update demo/web")
-	if err := os.Remove(filepath.Join(dir, "slice.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, r, "slice-delete demo/web-1")
-	for _, e := range r.take() {
-		if strings.Contains(e, "db") || strings.Contains(e, "other") {
-			t.Errorf("filtered object delivered: %s", e)
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-
-	if err := NewManifests(filepath.Join(dir, "missing"), "", 0).Run(context.Background(), r); err == nil {
-		t.Fatal("a missing path must fail Run at once")
 	}
 }
 

@@ -26,6 +26,7 @@ type Static struct {
 	services map[types.NamespacedName]*v1.Service
 	slices   map[types.NamespacedName]*discovery.EndpointSlice
 	topology map[string]string
+	node     *v1.Node
 	handlers map[*Handler]Handler
 }
 
@@ -61,6 +62,12 @@ func (s *Static) Run(ctx context.Context, h Handler) error {
 	h.OnEndpointSlicesSynced()
 	if len(s.topology) > 0 {
 		h.OnTopologyChange(maps.Clone(s.topology))
+	}
+	if nh, ok := h.(NodeHandler); ok {
+		if s.node != nil {
+			nh.OnNodeChange(s.node)
+		}
+		nh.OnNodeSynced()
 	}
 	s.handlers[key] = h
 	s.mu.Unlock()
@@ -131,18 +138,48 @@ func (s *Static) DeleteEndpointSlice(namespace, name string) {
 		Handler.OnEndpointSliceAdd, Handler.OnEndpointSliceUpdate, Handler.OnEndpointSliceDelete)
 }
 
-// SetNode records this node. As with config.NodeTopologyConfig, handlers hear only of a
-// change to its topology labels.
+// SetNode records this node (a copy; nil is DeleteNode). Handlers implementing
+// NodeHandler hear of every call, as from an informer; OnTopologyChange, as with
+// config.NodeTopologyConfig, is called only when the topology labels changed.
 func (s *Static) SetNode(node *v1.Node) {
+	if node == nil {
+		s.DeleteNode()
+		return
+	}
+	node = node.DeepCopy()
 	labels := topologyLabels(node)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.node = node
+	for _, h := range s.handlers {
+		if nh, ok := h.(NodeHandler); ok {
+			nh.OnNodeChange(node)
+		}
+	}
 	if maps.Equal(labels, s.topology) {
 		return
 	}
 	s.topology = labels
 	for _, h := range s.handlers {
 		h.OnTopologyChange(maps.Clone(labels))
+	}
+}
+
+// DeleteNode forgets this node, if held: handlers implementing NodeHandler are told with
+// OnNodeDelete. The topology labels are kept, as an informer-fed kube-proxy keeps them
+// (it exits instead).
+func (s *Static) DeleteNode() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.node
+	if old == nil {
+		return
+	}
+	s.node = nil
+	for _, h := range s.handlers {
+		if nh, ok := h.(NodeHandler); ok {
+			nh.OnNodeDelete(old)
+		}
 	}
 }
 
