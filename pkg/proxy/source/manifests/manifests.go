@@ -1,0 +1,51 @@
+package manifests
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy/manifest"
+	"k8s.io/kube-proxy/pkg/proxy/source"
+)
+
+// Source is a source.Source reading Services, EndpointSlices and Nodes from YAML or JSON
+// files under a path, re-read whenever they change. Objects must be complete (cluster
+// IPs, node ports): nothing allocates them. The Node named like this node, when the
+// files hold one, supplies its topology labels and is delivered to handlers that
+// implement source.NodeHandler, as a cluster's would be.
+type Source struct {
+	src      *manifest.Source
+	nodeName string
+	rescan   time.Duration
+}
+
+var _ source.Source = &Source{}
+
+// New returns a source for path (a file or a directory), for the node nodeName. rescan
+// bounds how long a missed file-system event goes unnoticed (manifest.DefaultRescanPeriod
+// when 0).
+func New(path, nodeName string, rescan time.Duration) *Source {
+	return &Source{src: manifest.NewSource(path), nodeName: nodeName, rescan: rescan}
+}
+
+// Manifest returns the underlying manifest reader (its Objects, Path and Client), for
+// programs that report what was read. It is pkg/proxy/manifest's type and follows that
+// package's compatibility rules, not the library's (docs/versioning.md).
+func (m *Source) Manifest() *manifest.Source { return m.src }
+
+// Run implements source.Source. It reads the manifests once before starting the
+// informers, so the initial adds (and the synced signals) already cover every file, and
+// fails if the path cannot be read.
+func (m *Source) Run(ctx context.Context, h source.Handler) error {
+	if _, err := m.src.Sync(ctx); err != nil {
+		return err
+	}
+	go func() {
+		if err := m.src.Run(ctx, m.rescan); err != nil {
+			klog.FromContext(ctx).Error(err, "Manifest source stopped", "path", m.src.Path())
+		}
+	}()
+	return source.NewKubernetes(m.src.Client(), m.nodeName, 0).Run(ctx, h)
+}
