@@ -263,32 +263,16 @@ func newProxier(ctx context.Context,
 		metrics.SetNFTablesCounterReader(ipFamily, counterReader{nft: nft})
 	}
 
-	minSyncPeriod, syncPeriod := config.MinSyncPeriod.Duration, config.SyncPeriod.Duration
-	logger.V(2).Info("NFTables sync params", "minSyncPeriod", minSyncPeriod, "syncPeriod", syncPeriod, "maxSyncPeriod", proxyutil.FullSyncPeriod)
-	var health syncshell.HealthRecorder
-	if healthzServer != nil {
-		health = healthzServer
-	}
-	shell, err := syncshell.New(ctx, syncshell.Options{
-		Family:           ipFamily,
-		NodeName:         nodeName,
-		MakeServicePort:  newServiceInfo,
-		MakeEndpoint:     newEndpointInfo,
-		MinInterval:      minSyncPeriod,
-		RetryInterval:    syncPeriod,
-		MaxInterval:      proxyutil.FullSyncPeriod,
-		FullSyncInterval: proxyutil.FullSyncPeriod,
-		// Syncs that change nothing make no kernel call, so a table deleted
-		// or flushed from outside would only be noticed at the next change;
-		// once per syncPeriod a tiny listing checks it is still there.
-		CheckInterval:       syncPeriod,
-		SyncWhenInitialized: true,
-		Health:              health,
-		ServiceHealth:       serviceHealthServer,
-		Conntrack:           ct,
-		Logger:              &logger,
-		OnSync:              o.syncHook,
-	}, (*rulesBackend)(p))
+	opts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
+		healthzServer, serviceHealthServer, ct)
+	opts.MakeServicePort, opts.MakeEndpoint = newServiceInfo, newEndpointInfo
+	// Syncs that change nothing make no kernel call, so a table deleted or
+	// flushed from outside would only be noticed at the next change; once
+	// per syncPeriod a tiny listing checks it is still there.
+	opts.CheckInterval = opts.RetryInterval
+	opts.Logger, opts.OnSync = &logger, o.syncHook
+	logger.V(2).Info("NFTables sync params", "minSyncPeriod", opts.MinInterval, "syncPeriod", opts.RetryInterval, "maxSyncPeriod", opts.MaxInterval)
+	shell, err := syncshell.New(ctx, opts, (*rulesBackend)(p))
 	if err != nil {
 		return nil, fmt.Errorf("nftables proxier (%s): %w", ipFamily, err)
 	}

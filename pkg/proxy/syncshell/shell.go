@@ -25,6 +25,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/runner"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
 // Backend programs one IP family's rules. The Shell calls Sync with its lock
@@ -186,6 +187,39 @@ type Options struct {
 	// callers can wait for a sync instead of sleeping. It must not block.
 	OnSync func(SyncResult)
 }
+
+// ProxierOptions returns the Options of one of kube-proxy's own proxiers,
+// with upstream's timing: minSyncPeriod between syncs, syncPeriod as the
+// retry interval (a non-positive one means 30s, upstream's default), an
+// hourly full sync, and the first sync as soon as both informers have
+// listed. healthz may be nil. The caller adds the makers, CheckInterval,
+// Logger and OnSync its mode needs.
+func ProxierOptions(family v1.IPFamily, nodeName string, minSyncPeriod, syncPeriod time.Duration,
+	healthz *healthcheck.ProxyHealthServer, serviceHealth healthcheck.ServiceHealthServer, ct conntrack.Interface) Options {
+	if syncPeriod <= 0 {
+		syncPeriod = 30 * time.Second
+	}
+	o := Options{
+		Family:              family,
+		NodeName:            nodeName,
+		MinInterval:         minSyncPeriod,
+		RetryInterval:       syncPeriod,
+		MaxInterval:         FullSyncPeriod,
+		FullSyncInterval:    FullSyncPeriod,
+		SyncWhenInitialized: true,
+		ServiceHealth:       serviceHealth,
+		Conntrack:           ct,
+	}
+	// A nil *ProxyHealthServer in the interface would not be nil.
+	if healthz != nil {
+		o.Health = healthz
+	}
+	return o
+}
+
+// FullSyncPeriod is how often kube-proxy's proxiers rewrite everything even
+// without a reason (proxyutil.FullSyncPeriod, upstream's hour).
+const FullSyncPeriod = proxyutil.FullSyncPeriod
 
 // SyncResult describes one finished sync, for Options.OnSync.
 type SyncResult struct {
