@@ -144,7 +144,6 @@ type Proxier struct {
 	conntrackTCPLiberal bool
 	nodePortAddresses   *proxyutil.NodePortAddresses
 	networkInterfacer   proxyutil.NetworkInterfacer
-	dryRun              io.Writer
 	logger              klog.Logger
 }
 
@@ -254,6 +253,10 @@ func NewProxierWithOptions(ctx context.Context,
 	if fd, ok := ipt.(utiliptables.FeatureDetector); ok {
 		randomFully = fd.Features().RandomFully
 	}
+	kernel := ipt
+	if o.dryRun != nil {
+		kernel = newDryRunIPTables(ipFamily, o.dryRun)
+	}
 
 	serviceHealthServer := o.serviceHealthServer
 	if serviceHealthServer == nil {
@@ -293,7 +296,7 @@ func NewProxierWithOptions(ctx context.Context,
 		cache:               make(map[proxy.ServicePortName]*svcRender),
 		pendingStale:        make(map[utiliptables.Chain]proxy.ServicePortName),
 		probabilities:       []string{"<bad value>"},
-		iptables:            ipt,
+		iptables:            kernel,
 		masqueradeAll:       config.Linux.MasqueradeAll,
 		masqueradeMark:      masqueradeMark,
 		masqueradeMatch:     masqueradeMark + "/" + masqueradeMark,
@@ -307,7 +310,6 @@ func NewProxierWithOptions(ctx context.Context,
 		conntrackTCPLiberal: conntrackTCPLiberal,
 		nodePortAddresses:   nodePortAddresses,
 		networkInterfacer:   nw,
-		dryRun:              o.dryRun,
 		logger:              logger,
 		nfacctReady: map[string]bool{
 			metrics.IPTablesCTStateInvalidDroppedNFAcctCounter: false,

@@ -130,6 +130,17 @@ func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, re
 		p.orderDirty = true
 	}
 
+	totalEndpoints := 0
+	for name := range u.Services {
+		totalEndpoints += len(u.Endpoints[name])
+	}
+	large := totalEndpoints > largeClusterEndpointsThreshold
+	if large != p.largeClusterMode {
+		// Comments differ between the modes, so cached renders are stale.
+		p.largeClusterMode = large
+		doFullSync = true
+	}
+
 	p.logger.V(2).Info("Syncing iptables rules", "fullSync", doFullSync)
 
 	success := false
@@ -150,7 +161,7 @@ func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, re
 		p.appliedValid = false
 	}()
 
-	if doFullSync && p.dryRun == nil {
+	if doFullSync {
 		if err := p.ensureJumpRules(); err != nil {
 			p.logger.Error(err, "Failed to ensure jump rules from builtin chains")
 			return out, errSyncFailed
@@ -165,17 +176,6 @@ func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, re
 				}
 			}
 		}
-	}
-
-	totalEndpoints := 0
-	for name := range u.Services {
-		totalEndpoints += len(u.Endpoints[name])
-	}
-	large := totalEndpoints > largeClusterEndpointsThreshold
-	if large != p.largeClusterMode {
-		// Comments differ between the modes, so cached renders are stale.
-		p.largeClusterMode = large
-		doFullSync = true
 	}
 
 	// Chains that exist but are no longer wanted are those of removed
@@ -286,7 +286,7 @@ func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, re
 	// A full sync also asks the kernel which of our chains exist, to catch
 	// leftovers of an earlier process or of a failed sync. Partial syncs
 	// never need iptables-save.
-	if doFullSync && p.iptables != nil && p.dryRun == nil {
+	if doFullSync {
 		var err error
 		if !p.natSaved {
 			p.saveBuf.Reset()
@@ -426,12 +426,7 @@ func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, re
 	)
 	p.logger.V(9).Info("Restoring iptables", "rules", data)
 
-	if p.dryRun != nil {
-		if err := p.writeDryRun(data, doFullSync); err != nil {
-			p.logger.Error(err, "Failed to write dry-run output")
-			return out, errSyncFailed
-		}
-	} else if err := p.iptables.RestoreAll(data, utiliptables.NoFlushTables, utiliptables.RestoreCounters); err != nil {
+	if err := p.iptables.RestoreAll(data, utiliptables.NoFlushTables, utiliptables.RestoreCounters); err != nil {
 		var pErr utiliptables.ParseError
 		if errors.As(err, &pErr) {
 			lines := utiliptables.ExtractLines(data, pErr.Line(), 3)
@@ -587,31 +582,6 @@ func splitRuleWords(line string) []string {
 		words = append(words, string(cur))
 	}
 	return words
-}
-
-func (p *Proxier) writeDryRun(data []byte, full bool) error {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# kube-proxy iptables dry run: family=%s fullSync=%v\n", p.ipFamily, full)
-	if full {
-		for _, j := range append(slices.Clip(jumpRules), kubeletJumpRules...) {
-			fmt.Fprintf(&b, "# ensure: -t %s -N %s\n", j.table, j.dstChain)
-			fmt.Fprintf(&b, "# ensure: -t %s -I %s %s\n", j.table, j.srcChain, quoteArgs(j.args()))
-		}
-	}
-	b.Write(data)
-	_, err := p.dryRun.Write(b.Bytes())
-	return err
-}
-
-func quoteArgs(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if strings.ContainsAny(a, " \t") {
-			a = `"` + a + `"`
-		}
-		out[i] = a
-	}
-	return strings.Join(out, " ")
 }
 
 // renderService computes r from scratch for one service port. The port's

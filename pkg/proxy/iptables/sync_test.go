@@ -543,3 +543,37 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("dry run wrote sysctls: %v", w)
 	}
 }
+
+// The sync that switches to (or from) large cluster mode rewrites every
+// chain, so it is a full sync in every respect: it also restores the jumps
+// from builtin chains, as the dry run has always printed.
+func TestLargeClusterSwitchEnsuresJumpRules(t *testing.T) {
+	f := families[0]
+	svcs, slcs := manyServices(f, 100, largeClusterEndpointsThreshold/100)
+	env := newTestEnv(t, f, envConfig{})
+	for _, s := range svcs {
+		env.p.OnServiceAdd(s)
+	}
+	for _, s := range slcs {
+		env.p.OnEndpointSliceAdd(s)
+	}
+	env.start(t)
+	prerouting := jumpRules[10]
+	if prerouting.srcChain != utiliptables.ChainPrerouting {
+		t.Fatalf("jumpRules[10] is %v, not the nat PREROUTING jump", prerouting)
+	}
+	if err := env.ipt.DeleteRule(prerouting.table, prerouting.srcChain, prerouting.args()...); err != nil {
+		t.Fatal(err)
+	}
+	updateSlice(env.p, slcs, 0, func(s *discovery.EndpointSlice) {
+		s.Endpoints = append(s.Endpoints, s.Endpoints[0])
+		s.Endpoints[len(s.Endpoints)-1].Addresses = []string{f.podIndex(900000)}
+	})
+	env.sync(t)
+	if !env.p.largeClusterMode {
+		t.Fatal("not in large cluster mode after crossing the threshold")
+	}
+	if !strings.Contains(env.dump(t), "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES") {
+		t.Errorf("the full sync into large cluster mode left the PREROUTING jump missing")
+	}
+}

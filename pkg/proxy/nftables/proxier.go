@@ -263,16 +263,16 @@ func newProxier(ctx context.Context,
 		metrics.SetNFTablesCounterReader(ipFamily, counterReader{nft: nft})
 	}
 
-	opts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
+	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
 		healthzServer, serviceHealthServer, ct)
-	opts.MakeServicePort, opts.MakeEndpoint = newServiceInfo, newEndpointInfo
+	shellOpts.MakeServicePort, shellOpts.MakeEndpoint = newServiceInfo, newEndpointInfo
 	// Syncs that change nothing make no kernel call, so a table deleted or
 	// flushed from outside would only be noticed at the next change; once
 	// per syncPeriod a tiny listing checks it is still there.
-	opts.CheckInterval = opts.RetryInterval
-	opts.Logger, opts.OnSync = &logger, o.syncHook
-	logger.V(2).Info("NFTables sync params", "minSyncPeriod", opts.MinInterval, "syncPeriod", opts.RetryInterval, "maxSyncPeriod", opts.MaxInterval)
-	shell, err := syncshell.New(ctx, opts, (*rulesBackend)(p))
+	shellOpts.CheckInterval = shellOpts.RetryInterval
+	shellOpts.Logger, shellOpts.OnSync = &logger, o.syncHook
+	logger.V(2).Info("NFTables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
+	shell, err := syncshell.New(ctx, shellOpts, (*rulesBackend)(p))
 	if err != nil {
 		return nil, fmt.Errorf("nftables proxier (%s): %w", ipFamily, err)
 	}
