@@ -5,26 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -32,26 +19,20 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/events"
 	componentbaseconfig "k8s.io/component-base/config"
-	"k8s.io/component-base/configz"
-	"k8s.io/component-base/logs"
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/component-base/metrics/prometheus/slis"
 	"k8s.io/component-base/version"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
-	configv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/kube-proxy/pkg/features"
 	"k8s.io/kube-proxy/pkg/proxy"
-	"k8s.io/kube-proxy/pkg/proxy/apis"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
-	v1alpha1conversion "k8s.io/kube-proxy/pkg/proxy/apis/config/v1alpha1"
 	"k8s.io/kube-proxy/pkg/proxy/config"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/manifest"
 	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/source"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
@@ -151,13 +132,7 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 	// up before anything waits on the API server, so a node that cannot reach it
 	// says so instead of refusing connections.
 	if !opts.initOnly && !opts.dryRun {
-		if cfg.BindAddressHardFail {
-			s.metricsErrCh = make(chan error, 1)
-		}
-		if s.apiHealth != nil {
-			go s.apiHealth.run(ctx, s.Client)
-		}
-		serveMetrics(ctx, cfg.MetricsBindAddress, cfg.Mode, cfg.EnableProfiling, s.flags, s.apiHealth, s.metricsErrCh)
+		s.startMetricsServer(ctx)
 	}
 
 	s.NodeManager, err = proxy.NewNodeManager(ctx, s.Client, s.NodeName, cfg)
@@ -243,25 +218,6 @@ func manifestHasNode(src *manifest.Source, name string) bool {
 		}
 	}
 	return false
-}
-
-// setConfigz publishes the configuration, as v1alpha1 like upstream, on /configz.
-func setConfigz(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
-	external := &configv1alpha1.KubeProxyConfiguration{}
-	if err := v1alpha1conversion.Convert_config_KubeProxyConfiguration_To_v1alpha1_KubeProxyConfiguration(cfg, external, nil); err != nil {
-		return fmt.Errorf("unable to convert configz: %w", err)
-	}
-	external.SetGroupVersionKind(configv1alpha1.SchemeGroupVersion.WithKind("KubeProxyConfiguration"))
-	// Re-registering (tests build several servers in one process) replaces the entry.
-	configz.Delete(kubeproxyconfig.GroupName)
-	cz, err := configz.New(kubeproxyconfig.GroupName)
-	if err != nil {
-		return fmt.Errorf("unable to register configz: %w", err)
-	}
-	if err := cz.Set(external); err != nil {
-		return fmt.Errorf("unable to set configz: %w", err)
-	}
-	return nil
 }
 
 // checkBadConfig reports configuration that is legal but probably not intended.
@@ -377,212 +333,6 @@ func createClient(ctx context.Context, cfg componentbaseconfig.ClientConnectionC
 	return clientset.NewForConfig(kubeConfig)
 }
 
-// apiHealth remembers whether the API server answered the last probe, for /healthz.
-type apiHealth struct {
-	mu    sync.Mutex
-	err   error
-	since time.Time
-}
-
-func (h *apiHealth) set(err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if (err == nil) != (h.err == nil) {
-		h.since = time.Now()
-	}
-	h.err = err
-}
-
-func (h *apiHealth) check() error {
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.err != nil {
-		if apierrors.IsForbidden(h.err) || apierrors.IsUnauthorized(h.err) {
-			return fmt.Errorf("API server refuses kube-proxy's requests since %s (check its RBAC binding to system:node-proxier): %w", h.since.UTC().Format(time.RFC3339), h.err)
-		}
-		return fmt.Errorf("API server unreachable since %s: %w", h.since.UTC().Format(time.RFC3339), h.err)
-	}
-	return nil
-}
-
-// probeAPI checks that the API server answers and that it lets kube-proxy read what
-// it watches: /version alone is open to every authenticated user, so an identity
-// without permissions would otherwise look healthy while its informers are denied.
-func probeAPI(ctx context.Context, client clientset.Interface) error {
-	if err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
-		return err
-	}
-	_, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1})
-	return err
-}
-
-// run probes the API server with backoff while it fails and every 10s otherwise.
-// Informers retry on their own; this only makes the reason visible.
-func (h *apiHealth) run(ctx context.Context, client clientset.Interface) {
-	logger := klog.FromContext(ctx)
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6, Cap: 30 * time.Second}
-	delay := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := probeAPI(probeCtx, client)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		prev := h.check()
-		h.set(err)
-		if err != nil {
-			if prev == nil {
-				logger.Error(err, "API server unreachable; retrying with backoff, programmed rules stay in place")
-			}
-			delay = backoff.Step()
-			if backoff.Steps == 0 {
-				backoff.Steps = 1
-			}
-			continue
-		}
-		if prev != nil {
-			logger.Info("API server reachable again")
-		}
-		backoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6, Cap: 30 * time.Second}
-		delay = 10 * time.Second
-	}
-}
-
-func serveHealthz(ctx context.Context, hz *healthcheck.ProxyHealthServer, errCh chan error) {
-	if hz == nil {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	fn := func(ctx context.Context) {
-		err := hz.Run(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		logger.Error(err, "Healthz server failed")
-		if errCh != nil {
-			errCh <- fmt.Errorf("healthz server failed: %w", err)
-			// With bindAddressHardFail there is no retry.
-			<-ctx.Done()
-		}
-	}
-	go wait.UntilWithContext(ctx, fn, 5*time.Second)
-}
-
-// newMetricsMux builds the handler of the metrics server: upstream's paths on a plain
-// ServeMux (no k8s.io/apiserver).
-func newMetricsMux(proxyMode kubeproxyconfig.ProxyMode, enableProfiling bool, flags *pflag.FlagSet, api *apiHealth) *http.ServeMux {
-	mux := http.NewServeMux()
-	healthz := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if err := api.check(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "[+]ping ok\n[-]apiserver failed: %v\nhealthz check failed\n", err)
-			return
-		}
-		if _, verbose := r.URL.Query()["verbose"]; verbose {
-			fmt.Fprint(w, "[+]ping ok\n[+]apiserver ok\nhealthz check passed\n")
-			return
-		}
-		fmt.Fprint(w, "ok")
-	}
-	mux.HandleFunc("/healthz", healthz)
-	mux.HandleFunc("/healthz/ping", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
-	mux.HandleFunc("/healthz/apiserver", func(w http.ResponseWriter, _ *http.Request) {
-		if err := api.check(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprint(w, "ok")
-	})
-	slis.SLIMetricsWithReset{}.Install(mux)
-	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		fmt.Fprintf(w, "%s", proxyMode)
-	})
-	mux.Handle("/metrics", legacyregistry.Handler())
-	if enableProfiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.HandleFunc("/debug/flags/v", func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPut {
-				http.Error(w, "only PUT is supported", http.StatusMethodNotAllowed)
-				return
-			}
-			body := make([]byte, 64)
-			n, _ := r.Body.Read(body)
-			msg, err := logs.GlogSetter(strings.TrimSpace(string(body[:n])))
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			fmt.Fprint(w, msg)
-		})
-	}
-	configz.InstallHandler(mux)
-	if flags != nil && features.DefaultFeatureGate.Enabled("ComponentFlagz") {
-		mux.HandleFunc("/flagz", flagzHandler(flags))
-	}
-	return mux
-}
-
-// flagzHandler lists the command's flags and their effective values, as text, like
-// upstream's /flagz.
-func flagzHandler(fs *pflag.FlagSet) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		var lines []string
-		fs.VisitAll(func(f *pflag.Flag) {
-			lines = append(lines, fmt.Sprintf("%s=%s", f.Name, f.Value.String()))
-		})
-		sort.Strings(lines)
-		fmt.Fprintf(w, "%s flagz\nWarning: This endpoint is not meant to be machine parseable, has no formatting compatibility guarantees and is for debugging purposes only.\n\n%s\n",
-			kubeProxy, strings.Join(lines, "\n"))
-	}
-}
-
-func serveMetrics(ctx context.Context, bindAddress string, proxyMode kubeproxyconfig.ProxyMode, enableProfiling bool, flags *pflag.FlagSet, api *apiHealth, errCh chan error) {
-	if bindAddress == "" {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	mux := newMetricsMux(proxyMode, enableProfiling, flags, api)
-	fn := func(ctx context.Context) {
-		listener, err := netutils.MultiListen(ctx, "tcp", bindAddress)
-		if err != nil {
-			logger.Error(err, "Starting metrics server failed", "address", bindAddress)
-			if errCh != nil {
-				errCh <- fmt.Errorf("metrics server on %s: %w", bindAddress, err)
-				<-ctx.Done()
-			}
-			return
-		}
-		server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			<-ctx.Done()
-			_ = server.Close()
-		}()
-		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Metrics server failed", "address", bindAddress)
-		}
-	}
-	go wait.UntilWithContext(ctx, fn, 5*time.Second)
-}
-
 // Run starts the informers, servers and proxier, and blocks until ctx is done, a
 // hard bind failure, or (in a dry run) the first rules have been printed.
 func (s *ProxyServer) Run(ctx context.Context) error {
@@ -608,88 +358,11 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 		}
 	}
 
-	var healthzErrCh chan error
-	if s.Config.BindAddressHardFail {
-		healthzErrCh = make(chan error, 1)
-	}
-	serveHealthz(ctx, s.HealthzServer, healthzErrCh)
+	healthzErrCh := s.startHealthzServer(ctx)
 
-	noProxyName, err := labels.NewRequirement(apis.LabelServiceProxyName, selection.DoesNotExist, nil)
-	if err != nil {
-		return err
-	}
-	noHeadlessEndpoints, err := labels.NewRequirement(v1.IsHeadlessService, selection.DoesNotExist, nil)
-	if err != nil {
-		return err
-	}
-	// kube-proxy never reads managedFields; dropping them saves memory in big clusters.
-	trimManagedFields := func(obj any) (any, error) {
-		if accessor, err := meta.Accessor(obj); err == nil {
-			accessor.SetManagedFields(nil)
-		}
-		return obj, nil
-	}
-	resync := s.Config.ConfigSyncPeriod.Duration
-	informerFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, resync,
-		informers.WithTransform(trimManagedFields))
-	endpointSliceInformerFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, resync,
-		informers.WithTransform(trimManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.NewSelector().Add(*noHeadlessEndpoints).String()
-		}))
-	// Headless Services are resolved by DNS, and Services claimed by another proxy are
-	// not ours.
-	serviceInformerFactory := informers.NewSharedInformerFactoryWithOptions(s.Client, resync,
-		informers.WithTransform(trimManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.NewSelector().Add(*noProxyName).String()
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
-		}))
-
-	// Handlers are registered before the informers start, so no initial event is lost.
-	serviceConfig := config.NewServiceConfig(ctx, serviceInformerFactory.Core().V1().Services(), resync)
-	serviceConfig.RegisterEventHandler(s.Proxier)
-	go serviceConfig.Run(ctx.Done())
-
-	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, endpointSliceInformerFactory.Discovery().V1().EndpointSlices(), resync)
-	endpointSliceConfig.RegisterEventHandler(s.Proxier)
-	s.dryRun.track(serviceConfig, endpointSliceConfig)
-	go endpointSliceConfig.Run(ctx.Done())
-
-	if features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
-		serviceCIDRConfig := config.NewServiceCIDRConfig(ctx, informerFactory.Networking().V1().ServiceCIDRs(), resync)
-		serviceCIDRConfig.RegisterEventHandler(s.Proxier)
-		go serviceCIDRConfig.Run(ctx.Done())
-	}
-	informerFactory.Start(ctx.Done())
-	endpointSliceInformerFactory.Start(ctx.Done())
-	serviceInformerFactory.Start(ctx.Done())
-
-	if s.NodeManager != nil {
-		nodeConfig := config.NewNodeConfig(ctx, s.NodeManager.NodeInformer(), resync)
-		nodeConfig.RegisterEventHandler(s.NodeManager)
-		nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, s.NodeManager.NodeInformer(), resync)
-		nodeTopologyConfig.RegisterEventHandler(s.Proxier)
-		go nodeConfig.Run(ctx.Done())
-	}
-
+	s.startInformers(ctx)
 	if s.manifests != nil {
-		// Run must not return while the manifest source may still write: a
-		// rescan that saw the files half removed (a test's temporary
-		// directory being cleaned up) would delete this node's Node, and the
-		// NodeManager, which outlives Run, exits the process on that.
-		manifestsCtx, stopManifests := context.WithCancel(ctx)
-		manifestsDone := make(chan struct{})
-		defer func() {
-			stopManifests()
-			<-manifestsDone
-		}()
-		go func() {
-			defer close(manifestsDone)
-			if err := s.manifests.Run(manifestsCtx, s.manifestsRescan); err != nil {
-				logger.Error(err, "Manifest source stopped")
-			}
-		}()
+		defer s.runManifests(ctx)()
 	}
 
 	s.birthCry()
@@ -706,6 +379,7 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 		return nil
 	}
 
+	var err error
 	select {
 	case err = <-healthzErrCh:
 		s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
@@ -715,6 +389,62 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// startInformers feeds the proxier (and the NodeManager) from the API server, or from
+// the manifests' fake one.
+func (s *ProxyServer) startInformers(ctx context.Context) {
+	// Headless Services are resolved by DNS, and Services claimed by another proxy are
+	// not ours; the library's Kubernetes source selects the same way. The Node comes
+	// from the NodeManager's informer instead.
+	resync := s.Config.ConfigSyncPeriod.Duration
+	factories := source.NewInformerFactories(s.Client, resync, "")
+
+	// Handlers are registered before the informers start, so no initial event is lost.
+	serviceConfig := config.NewServiceConfig(ctx, factories.Services.Core().V1().Services(), resync)
+	serviceConfig.RegisterEventHandler(s.Proxier)
+	go serviceConfig.Run(ctx.Done())
+
+	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, factories.EndpointSlices.Discovery().V1().EndpointSlices(), resync)
+	endpointSliceConfig.RegisterEventHandler(s.Proxier)
+	s.dryRun.track(serviceConfig, endpointSliceConfig)
+	go endpointSliceConfig.Run(ctx.Done())
+
+	if features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
+		serviceCIDRConfig := config.NewServiceCIDRConfig(ctx, factories.Unfiltered.Networking().V1().ServiceCIDRs(), resync)
+		serviceCIDRConfig.RegisterEventHandler(s.Proxier)
+		go serviceCIDRConfig.Run(ctx.Done())
+	}
+	factories.Start(ctx.Done())
+
+	if s.NodeManager != nil {
+		nodeConfig := config.NewNodeConfig(ctx, s.NodeManager.NodeInformer(), resync)
+		nodeConfig.RegisterEventHandler(s.NodeManager)
+		nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, s.NodeManager.NodeInformer(), resync)
+		nodeTopologyConfig.RegisterEventHandler(s.Proxier)
+		go nodeConfig.Run(ctx.Done())
+	}
+}
+
+// runManifests re-reads the manifests as they change, until the returned stop is
+// called. Run must not return while the manifest source may still write: a rescan that
+// saw the files half removed (a test's temporary directory being cleaned up) would
+// delete this node's Node, and the NodeManager, which outlives Run, exits the process
+// on that.
+func (s *ProxyServer) runManifests(ctx context.Context) (stop func()) {
+	logger := klog.FromContext(ctx)
+	manifestsCtx, stopManifests := context.WithCancel(ctx)
+	manifestsDone := make(chan struct{})
+	go func() {
+		defer close(manifestsDone)
+		if err := s.manifests.Run(manifestsCtx, s.manifestsRescan); err != nil {
+			logger.Error(err, "Manifest source stopped")
+		}
+	}()
+	return func() {
+		stopManifests()
+		<-manifestsDone
+	}
 }
 
 func (s *ProxyServer) birthCry() {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -27,41 +25,26 @@ func NewKubernetes(client kubernetes.Interface, nodeName string, resync time.Dur
 	return &Kubernetes{client: client, nodeName: nodeName, resync: resync}
 }
 
-// trimManagedFields drops managedFields from cached objects: no proxy reads them and they
-// are a large share of each object.
-func trimManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
 // Run implements Source.
 func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	if h == nil {
 		return fmt.Errorf("kubernetes source: nil handler")
 	}
 	logger := klog.FromContext(ctx)
-	svcFactory := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
-		informers.WithTransform(trimManagedFields), informers.WithTweakListOptions(ServiceListOptions))
-	sliceFactory := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
-		informers.WithTransform(trimManagedFields), informers.WithTweakListOptions(EndpointSliceListOptions))
+	factories := NewInformerFactories(k.client, k.resync, k.nodeName)
 
 	// Handlers are registered before the informers start so no initial add is missed.
-	svcConfig := config.NewServiceConfig(ctx, svcFactory.Core().V1().Services(), k.resync)
+	svcConfig := config.NewServiceConfig(ctx, factories.Services.Core().V1().Services(), k.resync)
 	svcConfig.RegisterEventHandler(h)
-	sliceConfig := config.NewEndpointSliceConfig(ctx, sliceFactory.Discovery().V1().EndpointSlices(), k.resync)
+	sliceConfig := config.NewEndpointSliceConfig(ctx, factories.EndpointSlices.Discovery().V1().EndpointSlices(), k.resync)
 	sliceConfig.RegisterEventHandler(h)
 
-	var nodeFactory informers.SharedInformerFactory
 	var nodeConfig *config.NodeConfig
-	if k.nodeName != "" {
-		nodeFactory = informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
-			informers.WithTransform(trimManagedFields), informers.WithTweakListOptions(NodeListOptions(k.nodeName)))
-		topo := config.NewNodeTopologyConfig(ctx, nodeFactory.Core().V1().Nodes(), k.resync)
+	if factories.Node != nil {
+		topo := config.NewNodeTopologyConfig(ctx, factories.Node.Core().V1().Nodes(), k.resync)
 		topo.RegisterEventHandler(h)
 		if nh, ok := h.(NodeHandler); ok {
-			nodeConfig = config.NewNodeConfig(ctx, nodeFactory.Core().V1().Nodes(), k.resync)
+			nodeConfig = config.NewNodeConfig(ctx, factories.Node.Core().V1().Nodes(), k.resync)
 			nodeConfig.RegisterEventHandler(nh)
 		}
 	} else {
@@ -71,11 +54,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 		}
 	}
 
-	svcFactory.Start(ctx.Done())
-	sliceFactory.Start(ctx.Done())
-	if nodeFactory != nil {
-		nodeFactory.Start(ctx.Done())
-	}
+	factories.Start(ctx.Done())
 	go svcConfig.Run(ctx.Done())
 	go sliceConfig.Run(ctx.Done())
 	if nodeConfig != nil {
@@ -83,10 +62,6 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	}
 
 	<-ctx.Done()
-	svcFactory.Shutdown()
-	sliceFactory.Shutdown()
-	if nodeFactory != nil {
-		nodeFactory.Shutdown()
-	}
+	factories.Shutdown()
 	return nil
 }
