@@ -86,7 +86,7 @@ func benchProxierNFAcct(b testing.TB, ipt utiliptables.Interface, n, eps int, nf
 	if err != nil {
 		b.Fatal(err)
 	}
-	p.logger = klog.Background().V(10)
+	p.setLogger(klog.Background().V(10))
 	svcs, slcs := manyServicesNodePort(f, n, eps)
 	for _, s := range svcs {
 		p.OnServiceAdd(s)

@@ -177,7 +177,7 @@ func checkConvergence(t *testing.T, seed uint64, steps int) {
 	for _, f := range families {
 		m := &clusterModel{f: f, rnd: rand.New(rand.NewPCG(seed, uint64(len(f.family)))), svcs: map[int]*v1.Service{}, slices: map[int]*discovery.EndpointSlice{}}
 		env := newTestEnv(t, f, envConfig{})
-		env.p.logger = klog.Background().V(10)
+		env.p.setLogger(klog.Background().V(10))
 		env.start(t)
 		var history []string
 		for n := range steps {
@@ -185,7 +185,7 @@ func checkConvergence(t *testing.T, seed uint64, steps int) {
 			env.sync(t)
 
 			fresh := newTestEnv(t, f, envConfig{})
-			fresh.p.logger = klog.Background().V(10)
+			fresh.p.setLogger(klog.Background().V(10))
 			for _, s := range m.svcs {
 				fresh.p.OnServiceAdd(s)
 			}

@@ -98,7 +98,7 @@ func TestDryRunLargeClusterSwitchIsFull(t *testing.T) {
 	}
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
-	if p.largeClusterMode {
+	if p.gen.large {
 		t.Fatalf("%d endpoints already count as a large cluster", largeClusterEndpointsThreshold)
 	}
 	out.Reset()
@@ -109,7 +109,7 @@ func TestDryRunLargeClusterSwitchIsFull(t *testing.T) {
 	if err := p.SyncNow(); err != nil {
 		t.Fatal(err)
 	}
-	if !p.largeClusterMode {
+	if !p.gen.large {
 		t.Fatal("not in large cluster mode after crossing the threshold")
 	}
 	text := out.String()

@@ -45,7 +45,7 @@ func FuzzSyncArbitraryObjects(f *testing.F) {
 			fam = families[1]
 		}
 		env := newTestEnv(t, fam, envConfig{})
-		env.p.logger = klog.Background().V(10) // quiet
+		env.p.setLogger(klog.Background().V(10)) // quiet
 		svc := makeService(ns, name, func(s *v1.Service) {
 			s.Spec.Type = v1.ServiceTypeNodePort
 			s.Spec.ClusterIP = clusterIP

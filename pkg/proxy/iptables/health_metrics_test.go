@@ -83,8 +83,8 @@ func TestPeriodicFullSync(t *testing.T) {
 				env.p.OnEndpointSliceAdd(s)
 			}
 			env.start(t)
-			if env.p.largeClusterMode != tc.wantLarge {
-				t.Fatalf("largeClusterMode = %v, want %v", env.p.largeClusterMode, tc.wantLarge)
+			if env.p.gen.large != tc.wantLarge {
+				t.Fatalf("largeClusterMode = %v, want %v", env.p.gen.large, tc.wantLarge)
 			}
 			allChains := tc.n * (1 + tc.eps)
 

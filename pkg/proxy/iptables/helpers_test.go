@@ -339,3 +339,9 @@ func fmtOutcomes(outs []outcome) string {
 }
 
 var _ = klog.Background
+
+// setLogger replaces the logger of the proxier and its parts (benchmarks and
+// long randomized tests quiet them).
+func (p *Proxier) setLogger(l klog.Logger) {
+	p.logger, p.gen.logger, p.syncer.logger = l, l, l
+}

@@ -105,7 +105,7 @@ func TestPartialSyncSkipsUnchangedTopLevelChains(t *testing.T) {
 			// Once per syncPeriod they are written anyway, so a chain
 			// flushed behind our back (canary left alone) is repaired by
 			// the next sync after that.
-			env.p.lastTopLevelWrite = time.Now().Add(-env.p.syncPeriod)
+			env.p.view.lastTopLevelWrite = time.Now().Add(-env.p.syncPeriod)
 			updateSlice(env.p, slcs, 2, func(s *discovery.EndpointSlice) { s.Endpoints[1].Addresses = []string{f.podIndex(997)} })
 			env.sync(t)
 			if nat, filter := writesTopLevel(env.restore[len(env.restore)-1]); len(nat) != len(topLevelNAT) || !filter {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
-	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
@@ -97,54 +96,19 @@ type Proxier struct {
 	// by rulesBackend.Sync, which the Shell never runs concurrently.
 	*syncshell.Shell
 
-	largeClusterMode bool
-
-	// order is svcPortMap's keys sorted, so output is deterministic; it is
-	// rebuilt only when the set of service ports changes.
-	order      []proxy.ServicePortName
-	orderDirty bool
-	// cache holds each service port's rendered dispatch rules from the last
-	// sync, reused verbatim by partial syncs when the port is unchanged.
-	cache map[proxy.ServicePortName]*svcRender
-	// pendingStale holds chains to delete, with the service port that
-	// owned them; lastStaleCleanup is when they were last written out.
-	pendingStale     map[utiliptables.Chain]proxy.ServicePortName
-	lastStaleCleanup time.Time
-	// prevChains is scratch space for a port's chains before re-rendering.
-	prevChains []utiliptables.Chain
-
-	// Reused between syncs to avoid reallocating large buffers.
-	filterChains, filterRules ruleBuf
-	natChains, natRules       ruleBuf
-	dispatch                  ruleBuf
-	// The top-level chains' content as last applied to the kernel (valid if
-	// appliedValid), so partial syncs can leave them out when unchanged.
-	appliedFilterChains, appliedFilterRules ruleBuf
-	appliedDispatch                         ruleBuf
-	appliedValid                            bool
-	lastTopLevelWrite                       time.Time
-	restoreData                             []byte
-	saveBuf                                 bytesBuffer
-	natSaved                                bool // saveBuf holds this sync's nat save
-	probabilities                           []string
-	nfacctReady                             map[string]bool
+	// gen renders rules, view remembers what the kernel was given, syncer
+	// talks to the kernel; tables is the restore input being built, kept
+	// to reuse its buffers.
+	gen    *generator
+	view   *view
+	syncer *syncer
+	tables tables
 
 	// Constant after construction.
-	iptables            utiliptables.Interface
-	masqueradeAll       bool
-	masqueradeMark      string // "0x00004000"
-	masqueradeMatch     string // "0x00004000/0x00004000"
-	randomFully         bool
-	nfacct              nfacct.Interface
-	localDetector       proxyutil.LocalTrafficDetector
-	nodeName            string
-	nodeIP              net.IP
-	syncPeriod          time.Duration
-	localhostNodePorts  bool
-	conntrackTCPLiberal bool
-	nodePortAddresses   *proxyutil.NodePortAddresses
-	networkInterfacer   proxyutil.NetworkInterfacer
-	logger              klog.Logger
+	syncPeriod        time.Duration
+	nodePortAddresses *proxyutil.NodePortAddresses
+	networkInterfacer proxyutil.NetworkInterfacer
+	logger            klog.Logger
 }
 
 var _ proxy.Provider = &Proxier{}
@@ -292,29 +256,26 @@ func NewProxierWithOptions(ctx context.Context,
 	}
 
 	p := &Proxier{
-		ipFamily:            ipFamily,
-		cache:               make(map[proxy.ServicePortName]*svcRender),
-		pendingStale:        make(map[utiliptables.Chain]proxy.ServicePortName),
-		probabilities:       []string{"<bad value>"},
-		iptables:            kernel,
-		masqueradeAll:       config.Linux.MasqueradeAll,
-		masqueradeMark:      masqueradeMark,
-		masqueradeMatch:     masqueradeMark + "/" + masqueradeMark,
-		randomFully:         randomFully,
-		nfacct:              nfacctRunner,
-		localDetector:       localDetector,
-		nodeName:            nodeName,
-		nodeIP:              nodeIP,
-		syncPeriod:          config.SyncPeriod.Duration,
-		localhostNodePorts:  localhostNodePorts,
-		conntrackTCPLiberal: conntrackTCPLiberal,
-		nodePortAddresses:   nodePortAddresses,
-		networkInterfacer:   nw,
-		logger:              logger,
-		nfacctReady: map[string]bool{
-			metrics.IPTablesCTStateInvalidDroppedNFAcctCounter: false,
-			metrics.LocalhostNodePortAcceptedNFAcctCounter:     false,
+		ipFamily: ipFamily,
+		gen: &generator{
+			ipv6:                ipFamily == v1.IPv6Protocol,
+			masqueradeAll:       config.Linux.MasqueradeAll,
+			masqueradeMark:      masqueradeMark,
+			masqueradeMatch:     masqueradeMark + "/" + masqueradeMark,
+			randomFully:         randomFully,
+			localDetector:       localDetector,
+			nodeIP:              nodeIP,
+			localhostNodePorts:  localhostNodePorts,
+			conntrackTCPLiberal: conntrackTCPLiberal,
+			allNodePorts:        nodePortAddresses.MatchAll(),
+			logger:              logger,
 		},
+		view:              newView(),
+		syncer:            &syncer{ipt: kernel, nfacct: nfacctRunner, family: string(ipFamily), logger: logger},
+		syncPeriod:        config.SyncPeriod.Duration,
+		nodePortAddresses: nodePortAddresses,
+		networkInterfacer: nw,
+		logger:            logger,
 	}
 	minSyncPeriod := config.MinSyncPeriod.Duration
 	syncPeriod := config.SyncPeriod.Duration
@@ -341,7 +302,7 @@ func NewProxierWithOptions(ctx context.Context,
 		SyncWhenInitialized: true,
 		Health:              health,
 		ServiceHealth:       serviceHealthServer,
-		Conntrack:           ct,
+		CleanStaleConntrack: conntrack.StaleEntriesCleaner(ct, ipFamily),
 		Logger:              &logger,
 	}, (*rulesBackend)(p))
 	if err != nil {
@@ -366,16 +327,6 @@ func NewProxierWithOptions(ctx context.Context,
 func (p *Proxier) forceSyncProxyRules() {
 	p.RequestFullSync()
 	_ = p.SyncNow()
-}
-
-// probability returns the --probability argument for choosing one of n
-// remaining endpoints; formatting floats is slow, so values are memoized.
-// Requires p.mu.
-func (p *Proxier) probability(n int) string {
-	for i := len(p.probabilities); i <= n; i++ {
-		p.probabilities = append(p.probabilities, strconv.FormatFloat(1.0/float64(i), 'f', 10, 64))
-	}
-	return p.probabilities[n]
 }
 
 // servicePortInfo is the proxier's ServicePort: the brain's info plus every

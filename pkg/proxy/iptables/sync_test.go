@@ -300,7 +300,7 @@ func TestLargeClusterMode(t *testing.T) {
 		env.p.OnEndpointSliceAdd(s)
 	}
 	env.start(t)
-	if !env.p.largeClusterMode {
+	if !env.p.gen.large {
 		t.Fatal("1010 endpoints should select large cluster mode")
 	}
 	data := env.restore[len(env.restore)-1]
@@ -322,7 +322,7 @@ func TestLargeClusterMode(t *testing.T) {
 	}
 	updateSlice(env.p, slcs, 5, func(s *discovery.EndpointSlice) { s.Endpoints = append(s.Endpoints, saved) })
 	updateSlice(env.p, slcs, 6, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[1:] })
-	env.p.lastStaleCleanup = time.Now().Add(-time.Hour)
+	env.p.view.lastStaleCleanup = time.Now().Add(-time.Hour)
 	env.sync(t)
 	last := env.restore[len(env.restore)-1]
 	if strings.Contains(last, "-X "+gone) {
@@ -341,7 +341,7 @@ func TestLargeClusterMode(t *testing.T) {
 	env.p.OnServiceDelete(svcs[1])
 	env.p.OnEndpointSliceDelete(slcs[1])
 	env.sync(t)
-	if env.p.largeClusterMode {
+	if env.p.gen.large {
 		t.Fatal("990 endpoints should leave large cluster mode")
 	}
 	data = env.restore[len(env.restore)-1]
@@ -461,7 +461,7 @@ func TestBadInputSkipped(t *testing.T) {
 			logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs)))
 			klog.SetLogger(logger)
 			defer klog.ClearLogger()
-			env.p.logger = logger
+			env.p.setLogger(logger)
 			for _, s := range []*v1.Service{good, badIP, portZero, badName} {
 				env.p.OnServiceAdd(s)
 			}
@@ -570,7 +570,7 @@ func TestLargeClusterSwitchEnsuresJumpRules(t *testing.T) {
 		s.Endpoints[len(s.Endpoints)-1].Addresses = []string{f.podIndex(900000)}
 	})
 	env.sync(t)
-	if !env.p.largeClusterMode {
+	if !env.p.gen.large {
 		t.Fatal("not in large cluster mode after crossing the threshold")
 	}
 	if !strings.Contains(env.dump(t), "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES") {

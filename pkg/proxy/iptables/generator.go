@@ -1,0 +1,522 @@
+package iptables
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	utiliptables "k8s.io/net-utils/iptables"
+)
+
+// generator turns the proxier's settings and each service port's resolved
+// traffic policy into iptables-restore lines. It reads no kernel state and
+// remembers nothing of earlier syncs (beyond a memo of probability strings),
+// so what it writes depends only on its arguments and fields.
+type generator struct {
+	ipv6                bool
+	masqueradeAll       bool
+	masqueradeMark      string // "0x00004000"
+	masqueradeMatch     string // "0x00004000/0x00004000"
+	randomFully         bool
+	localDetector       proxyutil.LocalTrafficDetector
+	nodeIP              net.IP
+	localhostNodePorts  bool
+	conntrackTCPLiberal bool
+	// allNodePorts: nodePortAddresses matches every local address, so one
+	// addrtype rule leads to KUBE-NODEPORTS instead of one per address.
+	allNodePorts bool
+	logger       klog.Logger
+
+	// large drops per-endpoint comments (upstream's large cluster mode).
+	large bool
+	// counters says which nfacct counters exist for rules to count into.
+	counters nfacctCounters
+
+	probabilities []string
+}
+
+// nfacctCounters says which of the nfacct counters the rules use exist.
+type nfacctCounters struct {
+	invalidDropped    bool // metrics.IPTablesCTStateInvalidDroppedNFAcctCounter
+	localhostAccepted bool // metrics.LocalhostNodePortAcceptedNFAcctCounter
+}
+
+// tables is one sync's restore input in the pieces the sync chooses from.
+// natChains and natRules start with the top-level chains' declarations and
+// fixed rules (the first natTopChains and natTopRules bytes, natTopLines
+// rules), followed by the re-rendered service ports' own chains; dispatch
+// holds every port's rules in KUBE-SERVICES and KUBE-NODEPORTS.
+type tables struct {
+	filterChains, filterRules ruleBuf
+	natChains, natRules       ruleBuf
+	dispatch                  ruleBuf
+
+	natTopChains, natTopRules, natTopLines int
+}
+
+// portRules is what one service port contributed to a sync.
+type portRules struct {
+	info *servicePortInfo
+
+	// filter holds the port's rules in the top-level filter chains and
+	// dispatch its rules in the top-level nat chains (KUBE-SERVICES,
+	// KUBE-NODEPORTS); both are part of every restore that writes them.
+	filter, dispatch ruleBuf
+	// chains are the port's own nat chains; ownRules counts their rules,
+	// which are written only when the port is re-rendered.
+	chains   []utiliptables.Chain
+	ownRules int
+}
+
+// probability returns the --probability argument for choosing one of n
+// remaining endpoints; formatting floats is slow, so values are memoized.
+func (g *generator) probability(n int) string {
+	if len(g.probabilities) == 0 {
+		g.probabilities = append(g.probabilities, "<bad value>")
+	}
+	for i := len(g.probabilities); i <= n; i++ {
+		g.probabilities = append(g.probabilities, strconv.FormatFloat(1.0/float64(i), 'f', 10, 64))
+	}
+	return g.probabilities[n]
+}
+
+// begin resets t and writes the top-level chains' declarations and the
+// rules that do not depend on any Service.
+func (g *generator) begin(t *tables) {
+	t.filterChains.reset()
+	t.filterRules.reset()
+	t.natChains.reset()
+	t.natRules.reset()
+	t.dispatch.reset()
+
+	for _, c := range [...]utiliptables.Chain{kubeServicesChain, kubeExternalServicesChain, kubeForwardChain, kubeNodePortsChain, kubeProxyFirewallChain} {
+		t.filterChains.chainLine(c)
+	}
+	for _, c := range [...]utiliptables.Chain{kubeServicesChain, kubeNodePortsChain, kubePostroutingChain, kubeMarkMasqChain} {
+		t.natChains.chainLine(c)
+	}
+
+	// Packets marked by KUBE-MARK-MASQ are masqueraded on the way out; the
+	// mark is cleared first so a packet re-entering the stack is not
+	// masqueraded twice.
+	nr := &t.natRules
+	nr.line("-A", string(kubePostroutingChain), "-m", "mark", "!", "--mark", g.masqueradeMatch, "-j", "RETURN")
+	nr.line("-A", string(kubePostroutingChain), "-j", "MARK", "--xor-mark", g.masqueradeMark)
+	nr.start("-A", string(kubePostroutingChain), "-m", "comment", "--comment", `"kubernetes service traffic requiring SNAT"`, "-j", "MASQUERADE")
+	if g.randomFully {
+		nr.more("--random-fully")
+	}
+	nr.end()
+	nr.line("-A", string(kubeMarkMasqChain), "-j", "MARK", "--or-mark", g.masqueradeMark)
+	t.natTopChains, t.natTopRules, t.natTopLines = len(t.natChains.b), len(nr.b), nr.lines
+
+	if !g.ipv6 && g.localhostNodePorts {
+		// route_localnet lets remote hosts reach 127.0.0.0/8 on this node
+		// (https://issue.k8s.io/90259); only DNATed replies may use it. The
+		// same rule is created by kubelet and must stay identical to it.
+		t.filterChains.chainLine(kubeletFirewallChain)
+		t.filterRules.line("-A", string(kubeletFirewallChain), "-m", "comment", "--comment", `"block incoming localnet connections"`,
+			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
+	}
+}
+
+// end writes the rules that must follow every service port's: the jump to
+// KUBE-NODEPORTS last in KUBE-SERVICES (so service IPs that are also node
+// IPs match their own rules first) and KUBE-FORWARD. nodeIPs are the
+// addresses NodePorts are served on, unless allNodePorts.
+func (g *generator) end(t *tables, nodeIPs []net.IP) {
+	const comment = `"kubernetes service nodeports; NOTE: this must be the last rule in this chain"`
+	d := &t.dispatch
+	if g.allNodePorts {
+		d.start("-A", string(kubeServicesChain), "-m", "comment", "--comment", comment, "-m", "addrtype", "--dst-type", "LOCAL")
+		// Loopback NodePorts never work for IPv6 and for IPv4 only with
+		// route_localnet.
+		if g.ipv6 {
+			d.more("!", "-d", "::1/128")
+		} else if !g.localhostNodePorts {
+			d.more("!", "-d", "127.0.0.0/8")
+		}
+		d.more("-j", string(kubeNodePortsChain))
+		d.end()
+	}
+	for _, ip := range nodeIPs {
+		if ip.IsLoopback() && g.ipv6 {
+			g.logger.Error(nil, "--nodeport-addresses includes localhost but localhost NodePorts are not supported on IPv6", "address", ip.String())
+			continue
+		} else if ip.IsLoopback() && !g.localhostNodePorts {
+			g.logger.Error(nil, "--nodeport-addresses includes localhost but --iptables-localhost-nodeports=false was passed", "address", ip.String())
+			continue
+		}
+		d.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", comment, "-d", ip.String(), "-j", string(kubeNodePortsChain))
+	}
+
+	f := &t.filterRules
+	// Without be_liberal, conntrack may declare packets of a healthy
+	// connection INVALID; forwarded, they would reach the endpoint un-DNATed
+	// and be answered with a RST (issues 74839, 117924).
+	if !g.conntrackTCPLiberal {
+		f.start("-A", string(kubeForwardChain), "-m", "conntrack", "--ctstate", "INVALID")
+		if g.counters.invalidDropped {
+			f.more("-m", "nfacct", "--nfacct-name", metrics.IPTablesCTStateInvalidDroppedNFAcctCounter)
+		}
+		f.more("-j", "DROP")
+		f.end()
+	}
+	// Accept what we marked for masquerading, so NodePort traffic is
+	// forwarded even under a DROP FORWARD policy, and its replies.
+	f.line("-A", string(kubeForwardChain), "-m", "comment", "--comment", `"kubernetes forwarding rules"`,
+		"-m", "mark", "--mark", g.masqueradeMatch, "-j", "ACCEPT")
+	f.line("-A", string(kubeForwardChain), "-m", "comment", "--comment", `"kubernetes forwarding conntrack rule"`,
+		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
+}
+
+// portShape is what a resolved traffic policy makes of one service port:
+// which of its own chains exist and where each kind of traffic goes.
+type portShape struct {
+	info *servicePortInfo
+	tp   *proxy.TrafficPolicy
+
+	internalChain       utiliptables.Chain // SVC or SVL, for cluster IP traffic
+	externalPolicyChain utiliptables.Chain // SVC or SVL, behind the EXT chain
+	lbChain             utiliptables.Chain // EXT, or FW with source ranges
+	forwardInternal     bool               // cluster IP traffic has endpoints
+	forwardExternal     bool               // external traffic has endpoints
+	usesExtChain        bool
+	usesFWChain         bool
+	lbVIPs              []net.IP
+
+	// Filter-table verdicts for traffic the policy does not forward.
+	internalTarget, internalComment string
+	externalTarget, externalComment string
+}
+
+func shapeOf(info *servicePortInfo, tp *proxy.TrafficPolicy) portShape {
+	s := portShape{
+		info:                info,
+		tp:                  tp,
+		internalChain:       info.clusterPolicyChain,
+		externalPolicyChain: info.clusterPolicyChain,
+		lbChain:             info.externalChain,
+		forwardInternal:     tp.Internal == proxy.Forward,
+		forwardExternal:     tp.External == proxy.Forward,
+		// The EXT chain is needed whenever anything is reachable, even with
+		// no externally usable endpoints: it short-circuits pod and host
+		// traffic.
+		usesExtChain: tp.HasEndpoints && info.ExternallyAccessible(),
+		lbVIPs:       info.LoadBalancerVIPs(),
+	}
+	if tp.InternalLocal {
+		s.internalChain = info.localPolicyChain
+	}
+	if tp.ExternalLocal {
+		s.externalPolicyChain = info.localPolicyChain
+	}
+	s.usesFWChain = tp.HasEndpoints && len(s.lbVIPs) > 0 && len(info.LoadBalancerSourceRanges()) > 0
+	if s.usesFWChain {
+		s.lbChain = info.firewallChain
+	}
+	// With no endpoints at all the filter table rejects, so clients fail
+	// fast instead of timing out; with endpoints only elsewhere it drops.
+	s.internalTarget, s.internalComment = info.filterVerdict(tp.Internal)
+	s.externalTarget, s.externalComment = info.filterVerdict(tp.External)
+	return s
+}
+
+// servicePort renders r from scratch for one service port: its rules in the
+// top-level chains go to r.filter and r.dispatch, its own chains to
+// t.natChains and t.natRules. A port without a policy (ValidServicePort
+// refused it) gets no rules, so all its chains become stale.
+func (g *generator) servicePort(t *tables, r *portRules, info *servicePortInfo, tp *proxy.TrafficPolicy) {
+	r.info = info
+	r.filter.reset()
+	r.dispatch.reset()
+	r.chains = r.chains[:0]
+	r.ownRules = 0
+	if info == nil || tp == nil {
+		return
+	}
+	s := shapeOf(info, tp)
+	g.frontends(r, &s)
+	before := t.natRules.lines
+	g.ownChains(t, r, &s)
+	r.ownRules = t.natRules.lines - before
+}
+
+// frontends writes the port's rules in the top-level chains: where traffic
+// to each of its addresses goes (dispatch) and how the filter table refuses
+// what has no endpoint to go to.
+func (g *generator) frontends(r *portRules, s *portShape) {
+	info, proto, port := s.info, s.info.protocol, s.info.port
+	hasEndpoints := s.tp.HasEndpoints
+	d, f := &r.dispatch, &r.filter
+
+	if s.forwardInternal {
+		d.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", info.commentClusterIP,
+			"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", port, "-j", string(s.internalChain))
+	} else {
+		f.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", s.internalComment,
+			"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", port, "-j", s.internalTarget)
+	}
+
+	for _, ip := range info.ExternalIPs() {
+		ips := ip.String()
+		if hasEndpoints {
+			d.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", info.commentExternalIP,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", port, "-j", string(info.externalChain))
+		}
+		if !s.forwardExternal {
+			// Traffic the EXT chain did not short-circuit ends here.
+			f.line("-A", string(kubeExternalServicesChain), "-m", "comment", "--comment", s.externalComment,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", port, "-j", s.externalTarget)
+		}
+	}
+
+	for _, ip := range s.lbVIPs {
+		ips := ip.String()
+		if hasEndpoints {
+			d.line("-A", string(kubeServicesChain), "-m", "comment", "--comment", info.commentLBIP,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", port, "-j", string(s.lbChain))
+		}
+		if s.usesFWChain {
+			f.line("-A", string(kubeProxyFirewallChain), "-m", "comment", "--comment", info.commentFWDrop,
+				"-m", proto, "-p", proto, "-d", ips, "--dport", port, "-j", "DROP")
+		}
+	}
+	if !s.forwardExternal {
+		for _, ip := range s.lbVIPs {
+			f.line("-A", string(kubeExternalServicesChain), "-m", "comment", "--comment", s.externalComment,
+				"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", s.externalTarget)
+		}
+	}
+
+	// loadBalancerSourceRanges do not apply to the NodePort, as upstream.
+	if info.NodePort() != 0 {
+		g.nodePort(r, s)
+	}
+
+	// Health check node port: accepted whether or not there are local
+	// endpoints, since answering "no" is the point.
+	if info.HealthCheckNodePort() != 0 {
+		f.line("-A", string(kubeNodePortsChain), "-m", "comment", "--comment", info.commentHC,
+			"-m", "tcp", "-p", "tcp", "--dport", info.hcNodePort, "-j", "ACCEPT")
+	}
+}
+
+func (g *generator) nodePort(r *portRules, s *portShape) {
+	info, proto := s.info, s.info.protocol
+	if s.tp.HasEndpoints {
+		if g.localhostNodePorts && !g.ipv6 && g.counters.localhostAccepted {
+			r.dispatch.line("-A", string(kubeNodePortsChain), "-m", "comment", "--comment", info.nameString,
+				"-m", proto, "-p", proto, "-d", "127.0.0.0/8", "--dport", info.nodePort,
+				"-m", "nfacct", "--nfacct-name", metrics.LocalhostNodePortAcceptedNFAcctCounter, "-j", string(info.externalChain))
+		}
+		r.dispatch.line("-A", string(kubeNodePortsChain), "-m", "comment", "--comment", info.nameString,
+			"-m", proto, "-p", proto, "--dport", info.nodePort, "-j", string(info.externalChain))
+	}
+	if !s.forwardExternal {
+		r.filter.line("-A", string(kubeExternalServicesChain), "-m", "comment", "--comment", s.externalComment,
+			"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", info.nodePort, "-j", s.externalTarget)
+	}
+}
+
+// declare adds one of the port's own chains to the restore input.
+func (r *portRules) declare(t *tables, c utiliptables.Chain) {
+	t.natChains.chainLine(c)
+	r.chains = append(r.chains, c)
+}
+
+// ownChains writes the port's own chains: EXT, FW, SVC/SVL and SEP.
+func (g *generator) ownChains(t *tables, r *portRules, s *portShape) {
+	info, nr := s.info, &t.natRules
+	if s.forwardInternal {
+		g.clusterIPMasquerade(nr, s)
+	}
+	if s.usesExtChain {
+		r.declare(t, info.externalChain)
+		g.externalChain(nr, s)
+	}
+	if s.usesFWChain {
+		r.declare(t, info.firewallChain)
+		g.firewallChain(nr, s)
+	}
+	if s.tp.UsesClusterEndpoints {
+		r.declare(t, info.clusterPolicyChain)
+		g.policyChain(nr, info, info.clusterPolicyChain, s.tp.ClusterEndpoints)
+	}
+	if s.tp.UsesLocalEndpoints {
+		r.declare(t, info.localPolicyChain)
+		g.policyChain(nr, info, info.localPolicyChain, s.tp.LocalEndpoints)
+	}
+	g.endpointChains(t, r, info, s.tp.ReachableEndpoints)
+}
+
+// clusterIPMasquerade marks cluster IP traffic for masquerading when it
+// comes from outside the cluster (or always, with masqueradeAll).
+func (g *generator) clusterIPMasquerade(nr *ruleBuf, s *portShape) {
+	info, proto := s.info, s.info.protocol
+	if g.masqueradeAll {
+		nr.line("-A", string(s.internalChain), "-m", "comment", "--comment", info.commentClusterIP,
+			"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", info.port, "-j", string(kubeMarkMasqChain))
+	} else if g.localDetector.IsImplemented() {
+		// Off-cluster clients routed to the service range via this node
+		// may be answered from another node, so they are masqueraded.
+		nr.start("-A", string(s.internalChain), "-m", "comment", "--comment", info.commentClusterIP,
+			"-m", proto, "-p", proto, "-d", info.clusterIP, "--dport", info.port)
+		nr.more(g.localDetector.IfNotLocal()...)
+		nr.more("-j", string(kubeMarkMasqChain))
+		nr.end()
+	}
+}
+
+func (g *generator) externalChain(nr *ruleBuf, s *portShape) {
+	info, ext := s.info, string(s.info.externalChain)
+	if !info.ExternalPolicyLocal() {
+		// Endpoints may be on other nodes; replies must come back here.
+		nr.line("-A", ext, "-m", "comment", "--comment", info.commentMasqExt, "-j", string(kubeMarkMasqChain))
+	} else {
+		if g.localDetector.IsImplemented() {
+			// Pods reaching an external address behave as if they went
+			// out to the load balancer and came back: no traffic policy.
+			nr.start("-A", ext, "-m", "comment", "--comment", info.commentPodExt)
+			nr.more(g.localDetector.IfLocal()...)
+			nr.more("-j", string(info.clusterPolicyChain))
+			nr.end()
+		}
+		// The host itself would use the (local) external IP as source,
+		// which the endpoint cannot answer, so masquerade and use any
+		// endpoint.
+		nr.line("-A", ext, "-m", "comment", "--comment", info.commentMasqLocal,
+			"-m", "addrtype", "--src-type", "LOCAL", "-j", string(kubeMarkMasqChain))
+		nr.line("-A", ext, "-m", "comment", "--comment", info.commentRouteLocal,
+			"-m", "addrtype", "--src-type", "LOCAL", "-j", string(info.clusterPolicyChain))
+	}
+	if s.forwardExternal {
+		nr.line("-A", ext, "-j", string(s.externalPolicyChain))
+	}
+}
+
+func (g *generator) firewallChain(nr *ruleBuf, s *portShape) {
+	info, fw, ext := s.info, string(s.info.firewallChain), string(s.info.externalChain)
+	allowFromNode := false
+	for _, cidr := range info.LoadBalancerSourceRanges() {
+		nr.line("-A", fw, "-m", "comment", "--comment", info.commentLBIP, "-s", cidr.String(), "-j", ext)
+		if g.nodeIP != nil && cidr.Contains(g.nodeIP) {
+			allowFromNode = true
+		}
+	}
+	// A VIP routed locally makes the node's own requests arrive with the
+	// VIP as source; allow them if the node is allowed.
+	if allowFromNode {
+		for _, ip := range s.lbVIPs {
+			nr.line("-A", fw, "-m", "comment", "--comment", info.commentLBIP, "-s", ip.String(), "-j", ext)
+		}
+	}
+	// Falling off the end leaves the packet un-DNATed, and
+	// KUBE-PROXY-FIREWALL drops it. The rule only makes that visible.
+	nr.line("-A", fw, "-m", "comment", "--comment", info.commentFWOther)
+}
+
+// endpointChains writes one SEP chain per reachable endpoint.
+func (g *generator) endpointChains(t *tables, r *portRules, info *servicePortInfo, reachable []proxy.Endpoint) {
+	nr, proto := &t.natRules, info.protocol
+	affinity := info.SessionAffinityType() == v1.ServiceAffinityClientIP
+	for _, ep := range reachable {
+		epInfo := ep.(*endpointInfo) // ValidEndpoint guarantees the type
+		c := epInfo.chainName
+		r.declare(t, c)
+		// Hairpin: an endpoint reaching itself through the service must be
+		// masqueraded or it would answer itself directly.
+		nr.start("-A", string(c))
+		if !g.large {
+			nr.more("-m", "comment", "--comment", info.nameString)
+		}
+		nr.more("-s", epInfo.IP(), "-j", string(kubeMarkMasqChain))
+		nr.end()
+		nr.start("-A", string(c))
+		if !g.large {
+			nr.more("-m", "comment", "--comment", info.nameString)
+		}
+		if affinity {
+			nr.more("-m", "recent", "--name", string(c), "--set")
+		}
+		nr.more("-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", epInfo.String())
+		nr.end()
+	}
+}
+
+// policyChain fills a SVC or SVL chain: first the affinity checks, then a
+// cascade of random matches giving each endpoint an equal share.
+func (g *generator) policyChain(nr *ruleBuf, info *servicePortInfo, chain utiliptables.Chain, endpoints []proxy.Endpoint) {
+	if info.SessionAffinityType() == v1.ServiceAffinityClientIP {
+		seconds := fmt.Sprint(info.StickyMaxAgeSeconds())
+		for _, ep := range endpoints {
+			epInfo := ep.(*endpointInfo)
+			nr.start("-A", string(chain))
+			if !g.large {
+				nr.more("-m", "comment", "--comment", epInfo.comment)
+			}
+			nr.more("-m", "recent", "--name", string(epInfo.chainName), "--rcheck", "--seconds", seconds, "--reap", "-j", string(epInfo.chainName))
+			nr.end()
+		}
+	}
+	n := len(endpoints)
+	for i, ep := range endpoints {
+		epInfo := ep.(*endpointInfo)
+		nr.start("-A", string(chain))
+		if !g.large {
+			nr.more("-m", "comment", "--comment", epInfo.comment)
+		}
+		if i < n-1 {
+			nr.more("-m", "statistic", "--mode", "random", "--probability", g.probability(n-i))
+		}
+		nr.more("-j", string(epInfo.chainName))
+		nr.end()
+	}
+}
+
+// filterVerdict is the filter-table target and comment for traffic the
+// resolved policy does not forward.
+func (info *servicePortInfo) filterVerdict(a proxy.NoEndpointsAction) (target, comment string) {
+	switch a {
+	case proxy.Reject:
+		return "REJECT", info.commentNoEndpoints
+	case proxy.Drop:
+		return "DROP", info.commentNoLocalEndpoints
+	}
+	return "", ""
+}
+
+// restoreInput appends to dst the iptables-restore input for t: the filter
+// table if filter, nat with its top-level chains if natTop (else only the
+// re-rendered ports' own chains), and the deletion of stale chains, which
+// must already be declared in t.natChains (a --noflush restore can only
+// delete a chain it has flushed).
+func (t *tables) restoreInput(dst []byte, filter, natTop bool, stale []utiliptables.Chain) []byte {
+	if filter {
+		dst = append(dst, "*filter\n"...)
+		dst = append(dst, t.filterChains.b...)
+		dst = append(dst, t.filterRules.b...)
+		dst = append(dst, "COMMIT\n"...)
+	}
+	dst = append(dst, "*nat\n"...)
+	if natTop {
+		dst = append(dst, t.natChains.b...)
+		dst = append(dst, t.natRules.b...)
+		dst = append(dst, t.dispatch.b...)
+	} else {
+		dst = append(dst, t.natChains.b[t.natTopChains:]...)
+		dst = append(dst, t.natRules.b[t.natTopRules:]...)
+	}
+	for _, c := range stale {
+		dst = append(dst, "-X "...)
+		dst = append(dst, c...)
+		dst = append(dst, '\n')
+	}
+	return append(dst, "COMMIT\n"...)
+}

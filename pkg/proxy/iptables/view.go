@@ -1,0 +1,180 @@
+package iptables
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	utiliptables "k8s.io/net-utils/iptables"
+)
+
+// view is the proxier's picture of what its restores put in the kernel:
+// each service port's rules and chains, the top-level chains' content, and
+// the chains waiting to be deleted. Partial syncs are computed against it
+// and never read the kernel. After a failed restore it is not trusted (valid
+// is false) until a full sync, which re-renders every port and reads back
+// the kernel's chains, has succeeded.
+type view struct {
+	// ports holds each service port's rules as last rendered; a partial sync
+	// reuses those of unchanged ports verbatim. order is its keys sorted,
+	// for deterministic output, rebuilt only when the set of ports changes.
+	ports      map[proxy.ServicePortName]*portRules
+	order      []proxy.ServicePortName
+	orderDirty bool
+
+	// stale holds chains to delete, with the service port that owned them
+	// (chain names embed a hash of the port, so no two ports share one);
+	// lastStaleCleanup is when they were last written out.
+	stale            map[utiliptables.Chain]proxy.ServicePortName
+	lastStaleCleanup time.Time
+	// prevChains is scratch space for a port's chains before re-rendering.
+	prevChains []utiliptables.Chain
+
+	// The top-level chains' content as last restored, valid if valid, so
+	// partial syncs can leave them out when unchanged.
+	filterChains, filterRules ruleBuf
+	dispatch                  ruleBuf
+	valid                     bool
+	lastTopLevelWrite         time.Time
+}
+
+func newView() *view {
+	return &view{
+		ports: make(map[proxy.ServicePortName]*portRules),
+		stale: make(map[utiliptables.Chain]proxy.ServicePortName),
+	}
+}
+
+// syncPorts brings the set of ports in line with u's: when it changed, the
+// order is rebuilt and the chains of ports that are gone are queued for
+// deletion.
+func (v *view) syncPorts(u *syncshell.Update) {
+	if u.ServicesChanged || len(v.order) != len(u.Services) {
+		v.orderDirty = true
+	}
+	if !v.orderDirty {
+		return
+	}
+	v.order = v.order[:0]
+	for name := range u.Services {
+		v.order = append(v.order, name)
+	}
+	slices.SortFunc(v.order, compareServicePortName)
+	v.orderDirty = false
+	for name, r := range v.ports {
+		if _, ok := u.Services[name]; !ok {
+			for _, c := range r.chains {
+				v.stale[c] = name
+			}
+			delete(v.ports, name)
+		}
+	}
+}
+
+func compareServicePortName(a, b proxy.ServicePortName) int {
+	return cmp.Or(
+		strings.Compare(a.Namespace, b.Namespace),
+		strings.Compare(a.Name, b.Name),
+		strings.Compare(a.Port, b.Port),
+		strings.Compare(string(a.Protocol), string(b.Protocol)),
+	)
+}
+
+// beginRender returns name's rules for re-rendering; endRender, called
+// after, queues the chains the new rendering no longer has.
+func (v *view) beginRender(name proxy.ServicePortName) *portRules {
+	r := v.ports[name]
+	if r == nil {
+		r = &portRules{}
+		v.ports[name] = r
+	}
+	v.prevChains = append(v.prevChains[:0], r.chains...)
+	return r
+}
+
+func (v *view) endRender(name proxy.ServicePortName, r *portRules) {
+	for _, c := range v.prevChains {
+		if !slices.Contains(r.chains, c) {
+			v.stale[c] = name
+		}
+	}
+}
+
+// takeStale returns the queued chains no port uses (again), and forgets the
+// queue. Unless now, it waits until period has passed since the last time:
+// large clusters delete stale chains at most once per syncPeriod, as
+// upstream does, since deletions are restore input too and an unreferenced
+// chain is harmless meanwhile.
+func (v *view) takeStale(now bool, at time.Time, period time.Duration) []utiliptables.Chain {
+	if !now && at.Sub(v.lastStaleCleanup) < period {
+		return nil
+	}
+	var stale []utiliptables.Chain
+	for c, owner := range v.stale {
+		if r := v.ports[owner]; r != nil && slices.Contains(r.chains, c) {
+			continue
+		}
+		stale = append(stale, c)
+	}
+	clear(v.stale)
+	v.lastStaleCleanup = at
+	return stale
+}
+
+// leftovers returns the service chains of existing (the chains found in the
+// kernel's nat table) that no port uses: chains of an earlier process or of a failed sync.
+func (v *view) leftovers(existing sets.Set[utiliptables.Chain]) []utiliptables.Chain {
+	for _, r := range v.ports {
+		existing.Delete(r.chains...)
+	}
+	var out []utiliptables.Chain
+	for c := range existing {
+		if isServiceChainName(string(c)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// topLevelWrites decides which top-level chains t's restore writes. A
+// partial sync leaves them out when the last successful restore put exactly
+// this there: an endpoint change then costs iptables-restore the changed
+// port's chains only, not every port's dispatch rules (--noflush restores
+// leave undeclared chains alone). Upstream rewrites them on every sync,
+// which also repairs them if someone flushed one but left the canary; to
+// keep that repair within a syncPeriod of the next change, they are written
+// at least once per period anyway, and on every full sync.
+func (v *view) topLevelWrites(t *tables, full bool, now time.Time, period time.Duration) (filter, natTop bool) {
+	if full || !v.valid || now.Sub(v.lastTopLevelWrite) >= period {
+		return true, true
+	}
+	filter = !bytes.Equal(t.filterChains.b, v.filterChains.b) || !bytes.Equal(t.filterRules.b, v.filterRules.b)
+	natTop = !bytes.Equal(t.dispatch.b, v.dispatch.b)
+	return filter, natTop
+}
+
+// commit records a successful restore of t. The buffers are swapped rather
+// than copied; the next sync resets the ones t gets back.
+func (v *view) commit(t *tables, filter, natTop bool, now time.Time) {
+	if filter {
+		t.filterChains, v.filterChains = v.filterChains, t.filterChains
+		t.filterRules, v.filterRules = v.filterRules, t.filterRules
+	}
+	if natTop {
+		t.dispatch, v.dispatch = v.dispatch, t.dispatch
+	}
+	v.valid = true
+	if filter && natTop {
+		v.lastTopLevelWrite = now
+	}
+}
+
+// invalidate forgets what the kernel holds after a failed sync: the changes
+// it was to apply are consumed, so only a full sync can restore it.
+func (v *view) invalidate() { v.valid = false }
