@@ -30,9 +30,11 @@ import (
 // so when those change, or the Node is deleted, kube-proxy exits and lets its
 // supervisor restart it with fresh state.
 //
-// The zero value (new(NodeManager)) is usable as a plain node holder: it
-// records nodes passed to OnNodeChange and serves them from Node(), but it
-// has no startup baseline, so it never exits.
+// The zero value (new(NodeManager)) is usable as a plain node holder, as a
+// library proxy's health server needs: it records nodes passed to
+// OnNodeChange and serves them from Node(), and forgets the node on
+// OnNodeDelete (so /healthz stops calling the node eligible, where kube-proxy
+// would have exited); it has no startup baseline, so it never exits.
 type NodeManager struct {
 	nodeInformer v1informers.NodeInformer
 	nodeLister   corelisters.NodeLister
@@ -228,9 +230,13 @@ func (n *NodeManager) OnNodeChange(node *v1.Node) {
 	}
 }
 
-// OnNodeDelete exits the process: kube-proxy's own Node is going away.
+// OnNodeDelete exits the process: kube-proxy's own Node is going away. The
+// zero value forgets the node instead.
 func (n *NodeManager) OnNodeDelete(node *v1.Node) {
 	if !n.initialized {
+		n.mu.Lock()
+		n.node = nil
+		n.mu.Unlock()
 		return
 	}
 	klog.Background().Info("Node is being deleted", "node", klog.KObj(node))

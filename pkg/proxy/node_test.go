@@ -216,7 +216,6 @@ func TestNodeManagerZeroValue(t *testing.T) {
 	nm.OnNodeChange(n)
 	nm.OnNodeChange(makeNode(withIPs("192.168.1.2")))
 	nm.OnNodeChange(nil)
-	nm.OnNodeDelete(n)
 	nm.OnNodeSynced()
 	got := nm.Node()
 	if got == nil || got.Status.Addresses[0].Address != "192.168.1.2" {
@@ -225,6 +224,15 @@ func TestNodeManagerZeroValue(t *testing.T) {
 	got.Name = "mutated"
 	if nm.Node().Name != managerNode {
 		t.Error("Node() must return a copy")
+	}
+	// A deleted node is no longer eligible for traffic; it must not linger.
+	nm.OnNodeDelete(n)
+	if got := nm.Node(); got != nil {
+		t.Errorf("Node() after OnNodeDelete = %v, want nil", got.Name)
+	}
+	nm.OnNodeChange(n)
+	if nm.Node() == nil {
+		t.Error("a node re-added after deletion must be served again")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy/backend"
+	"k8s.io/kube-proxy/pkg/proxy/config"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/source"
@@ -49,6 +50,12 @@ type Options struct {
 	// ServiceHealth, when set for a family, is given that family's health-check node ports
 	// and local endpoint counts after each successful sync.
 	ServiceHealth map[localnode.Family]healthcheck.ServiceHealthServer
+	// Node, when set, is given this node's Node object as the source delivers it (every
+	// source of pkg/proxy/source does). Pass the &proxy.NodeManager{} that the
+	// healthcheck.ProxyHealthServer in Health was built with: its /healthz answers 200
+	// only once the Node is known and while it is not being deleted or tainted
+	// ToBeDeletedByClusterAutoscaler, as kube-proxy's does.
+	Node config.NodeHandler
 }
 
 // Stats count what a Proxy did, for measuring how much the node-local view filters.
@@ -77,6 +84,10 @@ type Proxy struct {
 	locs     *localnode.Locations
 
 	events, syncs, revisions, calls, failures atomic.Uint64
+
+	// initial is closed once every family has the source's initial objects.
+	initial     chan struct{}
+	initialOnce sync.Once
 }
 
 // family is one IP family: its shell and, as the shell's backend, what was last computed
@@ -96,7 +107,10 @@ type family struct {
 	revision uint64
 }
 
-var _ source.Handler = &Proxy{}
+var (
+	_ source.Handler     = &Proxy{}
+	_ source.NodeHandler = &Proxy{}
+)
 
 // New returns a Proxy feeding b. It does nothing until Run, or until the caller delivers
 // events and calls Sync itself.
@@ -119,7 +133,7 @@ func New(b backend.FullState, opts Options) (*Proxy, error) {
 			opts.RetryInterval = time.Second
 		}
 	}
-	p := &Proxy{opts: opts, backend: b, locs: localnode.NewLocations()}
+	p := &Proxy{opts: opts, backend: b, locs: localnode.NewLocations(), initial: make(chan struct{})}
 	for _, f := range opts.Families {
 		if f != localnode.IPv4 && f != localnode.IPv6 {
 			return nil, fmt.Errorf("proxyrun: unknown IP family %q", f)
@@ -169,6 +183,9 @@ func (p *Proxy) Run(ctx context.Context, src source.Source) error {
 		loops.Go(func() { f.shell.Run(ctx) })
 	}
 
+	if hs, ok := p.opts.Health.(*healthcheck.ProxyHealthServer); ok && hs != nil && p.opts.Node == nil {
+		logger.Info("Warning: Options.Health is a ProxyHealthServer but Options.Node is unset; unless something else feeds its NodeManager, /healthz will answer 503 with nodeEligible false")
+	}
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- src.Run(ctx, p) }()
 	var err error
@@ -240,6 +257,7 @@ func (p *Proxy) OnServiceSynced() {
 	for _, f := range p.families {
 		f.shell.OnServiceSynced()
 	}
+	p.checkInitial()
 }
 
 // OnEndpointSliceAdd implements config.EndpointSliceHandler.
@@ -258,6 +276,7 @@ func (p *Proxy) OnEndpointSlicesSynced() {
 	for _, f := range p.families {
 		f.shell.OnEndpointSlicesSynced()
 	}
+	p.checkInitial()
 }
 
 func (p *Proxy) sliceChanged(slice *discovery.EndpointSlice, removed bool) {
@@ -283,8 +302,9 @@ func (p *Proxy) OnTopologyChange(labels map[string]string) {
 
 // Sync applies pending changes now, calling the backend for every family whose State
 // changed or whose last backend call failed. Before the source has delivered its initial
-// objects it does nothing, so the backend never sees a half-loaded State. Run calls it;
-// tests and benchmarks driving the Proxy by hand may too.
+// objects it does nothing, so the backend never sees a half-loaded State: a caller
+// driving the Proxy by hand waits for Synced (or WaitForInitial) first, and uses
+// SyncReport to learn whether the backend was handed anything.
 func (p *Proxy) Sync(ctx context.Context) error {
 	var errs []error
 	for _, f := range p.families {
