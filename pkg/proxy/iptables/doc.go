@@ -14,7 +14,17 @@
 // rewritten at least once per syncPeriod). Full syncs (first, after a
 // failure, canary-triggered, hourly) write everything.
 //
+// The proxier is a backend of the per-family sync shell (pkg/proxy/syncshell)
+// and is built like the nftables one: the generator (generator.go) renders a
+// service port's rules from its resolved traffic policy and reads no kernel
+// state; the view (view.go) is what the restores put in the kernel, against
+// which partial syncs are computed; the syncer (syncer.go) is the only part
+// that talks to iptables: jump rules and nfacct counters on full syncs,
+// iptables-save to find leftovers on full syncs, and the restore. A dry run
+// (WithDryRun) gives the syncer an Interface that writes each restore to an
+// io.Writer and reads as an empty kernel (dryrun.go).
+//
 // Allowed imports: the brain (k8s.io/kube-proxy/pkg/proxy and its config,
-// conntrack, healthcheck, metrics, runner, util and apis/config packages),
+// conntrack, healthcheck, metrics, runner, syncshell, util and apis/config packages),
 // pkg/proxy/metaproxier, and k8s.io/net-utils. Never another backend.
 package iptables

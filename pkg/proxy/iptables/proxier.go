@@ -3,7 +3,6 @@ package iptables
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
-	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilsysctl "k8s.io/net-utils/sysctl"
 )
@@ -147,10 +145,7 @@ func NewProxierWithOptions(ctx context.Context,
 	opts ...Option,
 ) (*Proxier, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	o := options{}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := applyOptions(opts)
 	if config == nil {
 		return nil, fmt.Errorf("iptables proxier (%s): nil configuration", ipFamily)
 	}
@@ -160,155 +155,44 @@ func NewProxierWithOptions(ctx context.Context,
 	if ipt == nil && o.dryRun == nil {
 		return nil, fmt.Errorf("iptables proxier (%s): nil iptables interface", ipFamily)
 	}
-	if localDetector == nil {
-		localDetector = proxyutil.NewNoOpLocalDetector()
+	host, err := prepareHost(config, ipFamily, sysctl, o.dryRun != nil, logger)
+	if err != nil {
+		return nil, err
 	}
-
-	localhostNodePorts := true
-	if config.IPTables.LocalhostNodePorts != nil {
-		localhostNodePorts = *config.IPTables.LocalhostNodePorts
-	}
-	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
-	if !nodePortAddresses.ContainsIPv4Loopback() {
-		localhostNodePorts = false
-	}
-	if localhostNodePorts && o.dryRun == nil {
-		// NodePorts on 127.0.0.1 only work if the kernel routes martian
-		// loopback-destined packets; see https://issues.k8s.io/90259 for the
-		// exposure this opens and the KUBE-FIREWALL rule that closes it.
-		logger.Info("Setting route_localnet=1 to allow node-ports on localhost; to change this either disable iptables.localhostNodePorts (--iptables-localhost-nodeports) or set nodePortAddresses (--nodeport-addresses) to filter loopback addresses")
-		if sysctl == nil {
-			return nil, fmt.Errorf("iptables proxier (%s): nil sysctl interface but %s must be set", ipFamily, sysctlRouteLocalnet)
-		}
-		if err := proxyutil.EnsureSysctl(sysctl, sysctlRouteLocalnet, 1); err != nil {
-			return nil, fmt.Errorf("setting sysctl %s=1 for localhost NodePorts: %w", sysctlRouteLocalnet, err)
-		}
-	}
-
-	// With be_liberal the kernel only marks out-of-window RSTs INVALID, so the
-	// INVALID drop rule would do more harm than good.
-	conntrackTCPLiberal := false
-	if sysctl != nil {
-		if val, err := sysctl.GetSysctl(sysctlNFConntrackTCPBeLiberal); err == nil && val != 0 {
-			conntrackTCPLiberal = true
-			logger.Info("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets")
-		}
-	}
-
 	if initOnly {
 		logger.Info("System initialized and --init-only specified")
 		return nil, nil
 	}
-
-	masqBit := int32(defaultMasqueradeBit)
-	if config.IPTables.MasqueradeBit != nil {
-		masqBit = *config.IPTables.MasqueradeBit
+	gen, err := newGenerator(config, ipFamily, ipt, localDetector, nodeIP, host, logger)
+	if err != nil {
+		return nil, err
 	}
-	if masqBit < 0 || masqBit > 31 {
-		return nil, fmt.Errorf("iptables proxier (%s): masqueradeBit %d out of range [0, 31]", ipFamily, masqBit)
-	}
-	masqueradeMark := fmt.Sprintf("%#08x", uint32(1)<<uint(masqBit))
-	logger.V(2).Info("Using iptables mark for masquerade", "mark", masqueradeMark)
-
-	// Every iptables kube-proxy supports has --random-fully; ask anyway when
-	// the interface can tell, since MASQUERADE with an unknown option would
-	// make every restore fail.
-	randomFully := true
-	if fd, ok := ipt.(utiliptables.FeatureDetector); ok {
-		randomFully = fd.Features().RandomFully
-	}
+	o.complete(ipFamily, nodeName, recorder, healthzServer, host.nodePortAddresses, logger)
 	kernel := ipt
 	if o.dryRun != nil {
 		kernel = newDryRunIPTables(ipFamily, o.dryRun)
 	}
-
-	serviceHealthServer := o.serviceHealthServer
-	if serviceHealthServer == nil {
-		if o.dryRun != nil {
-			serviceHealthServer = healthcheck.NewFakeServiceHealthServer()
-		} else {
-			var hc interface {
-				Health() healthcheck.ProxyHealth
-			}
-			if healthzServer != nil {
-				hc = healthzServer
-			}
-			serviceHealthServer = healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, hc, ipFamily)
-		}
-	}
-
-	nfacctRunner := o.nfacct
-	if !o.nfacctSet && o.dryRun == nil {
-		n, err := nfacct.New()
-		if err != nil {
-			logger.Error(err, "Failed to create nfacct runner, nfacct based metrics won't be available")
-		} else {
-			nfacctRunner = n
-		}
-	}
-	ct := o.conntrack
-	if ct == nil && o.dryRun == nil {
-		ct = conntrack.New()
-	}
-	nw := o.networkInterfacer
-	if nw == nil {
-		nw = proxyutil.RealNetwork{}
-	}
-
 	p := &Proxier{
-		ipFamily: ipFamily,
-		gen: &generator{
-			ipv6:                ipFamily == v1.IPv6Protocol,
-			masqueradeAll:       config.Linux.MasqueradeAll,
-			masqueradeMark:      masqueradeMark,
-			masqueradeMatch:     masqueradeMark + "/" + masqueradeMark,
-			randomFully:         randomFully,
-			localDetector:       localDetector,
-			nodeIP:              nodeIP,
-			localhostNodePorts:  localhostNodePorts,
-			conntrackTCPLiberal: conntrackTCPLiberal,
-			allNodePorts:        nodePortAddresses.MatchAll(),
-			logger:              logger,
-		},
+		ipFamily:          ipFamily,
+		gen:               gen,
 		view:              newView(),
-		syncer:            &syncer{ipt: kernel, nfacct: nfacctRunner, family: string(ipFamily), logger: logger},
-		syncPeriod:        config.SyncPeriod.Duration,
-		nodePortAddresses: nodePortAddresses,
-		networkInterfacer: nw,
+		syncer:            &syncer{ipt: kernel, nfacct: o.nfacct, family: string(ipFamily), logger: logger},
+		nodePortAddresses: host.nodePortAddresses,
+		networkInterfacer: o.networkInterfacer,
 		logger:            logger,
 	}
-	minSyncPeriod := config.MinSyncPeriod.Duration
-	syncPeriod := config.SyncPeriod.Duration
-	if syncPeriod <= 0 {
-		syncPeriod = 30 * time.Second
-		p.syncPeriod = syncPeriod
-	}
-	logger.V(2).Info("Iptables sync params", "minSyncPeriod", minSyncPeriod, "syncPeriod", syncPeriod, "maxSyncPeriod", proxyutil.FullSyncPeriod)
-	var health syncshell.HealthRecorder
-	if healthzServer != nil {
-		health = healthzServer
-	}
-	shell, err := syncshell.New(ctx, syncshell.Options{
-		Family:          ipFamily,
-		NodeName:        nodeName,
-		MakeServicePort: newServiceInfo,
-		MakeEndpoint:    newEndpointInfo,
-		MinInterval:     minSyncPeriod,
-		// syncPeriod is only the retry interval: the canary Monitor, not a
-		// timer, detects rules flushed behind our back.
-		RetryInterval:       syncPeriod,
-		MaxInterval:         proxyutil.FullSyncPeriod,
-		FullSyncInterval:    proxyutil.FullSyncPeriod,
-		SyncWhenInitialized: true,
-		Health:              health,
-		ServiceHealth:       serviceHealthServer,
-		CleanStaleConntrack: conntrack.StaleEntriesCleaner(ct, ipFamily),
-		Logger:              &logger,
-	}, (*rulesBackend)(p))
-	if err != nil {
+
+	// syncPeriod is only the retry interval: the canary Monitor, not a
+	// timer, detects rules flushed behind our back.
+	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
+		healthzServer, o.serviceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
+	shellOpts.MakeServicePort, shellOpts.MakeEndpoint = newServiceInfo, newEndpointInfo
+	shellOpts.Logger, shellOpts.OnSync = &logger, o.syncHook
+	p.syncPeriod = shellOpts.RetryInterval
+	logger.V(2).Info("Iptables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", p.syncPeriod, "maxSyncPeriod", shellOpts.MaxInterval)
+	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
 		return nil, fmt.Errorf("iptables proxier (%s): %w", ipFamily, err)
 	}
-	p.Shell = shell
 
 	if o.dryRun == nil && !o.noMonitor {
 		stop := o.stopCh
@@ -317,9 +201,86 @@ func NewProxierWithOptions(ctx context.Context,
 		}
 		go ipt.Monitor(kubeProxyCanaryChain,
 			[]utiliptables.Table{utiliptables.TableMangle, utiliptables.TableNAT, utiliptables.TableFilter},
-			p.forceSyncProxyRules, syncPeriod, stop)
+			p.forceSyncProxyRules, p.syncPeriod, stop)
 	}
 	return p, nil
+}
+
+// hostSettings is what the host's configuration decides about the rules.
+type hostSettings struct {
+	nodePortAddresses   *proxyutil.NodePortAddresses
+	localhostNodePorts  bool
+	conntrackTCPLiberal bool
+}
+
+// prepareHost sets the sysctls the rules need (unless dryRun) and reads
+// those that change them.
+func prepareHost(config *kubeproxyconfig.KubeProxyConfiguration, ipFamily v1.IPFamily, sysctl utilsysctl.Interface, dryRun bool, logger klog.Logger) (hostSettings, error) {
+	h := hostSettings{
+		nodePortAddresses:  proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses),
+		localhostNodePorts: config.IPTables.LocalhostNodePorts == nil || *config.IPTables.LocalhostNodePorts,
+	}
+	if !h.nodePortAddresses.ContainsIPv4Loopback() {
+		h.localhostNodePorts = false
+	}
+	if h.localhostNodePorts && !dryRun {
+		// NodePorts on 127.0.0.1 only work if the kernel routes martian
+		// loopback-destined packets; see https://issues.k8s.io/90259 for the
+		// exposure this opens and the KUBE-FIREWALL rule that closes it.
+		logger.Info("Setting route_localnet=1 to allow node-ports on localhost; to change this either disable iptables.localhostNodePorts (--iptables-localhost-nodeports) or set nodePortAddresses (--nodeport-addresses) to filter loopback addresses")
+		if sysctl == nil {
+			return h, fmt.Errorf("iptables proxier (%s): nil sysctl interface but %s must be set", ipFamily, sysctlRouteLocalnet)
+		}
+		if err := proxyutil.EnsureSysctl(sysctl, sysctlRouteLocalnet, 1); err != nil {
+			return h, fmt.Errorf("setting sysctl %s=1 for localhost NodePorts: %w", sysctlRouteLocalnet, err)
+		}
+	}
+	// With be_liberal the kernel only marks out-of-window RSTs INVALID, so the
+	// INVALID drop rule would do more harm than good.
+	if sysctl != nil {
+		if val, err := sysctl.GetSysctl(sysctlNFConntrackTCPBeLiberal); err == nil && val != 0 {
+			h.conntrackTCPLiberal = true
+			logger.Info("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets")
+		}
+	}
+	return h, nil
+}
+
+// newGenerator checks and fixes the rules' settings.
+func newGenerator(config *kubeproxyconfig.KubeProxyConfiguration, ipFamily v1.IPFamily, ipt utiliptables.Interface,
+	localDetector proxyutil.LocalTrafficDetector, nodeIP net.IP, host hostSettings, logger klog.Logger) (*generator, error) {
+	masqBit := int32(defaultMasqueradeBit)
+	if config.IPTables.MasqueradeBit != nil {
+		masqBit = *config.IPTables.MasqueradeBit
+	}
+	if masqBit < 0 || masqBit > 31 {
+		return nil, fmt.Errorf("iptables proxier (%s): masqueradeBit %d out of range [0, 31]", ipFamily, masqBit)
+	}
+	mark := fmt.Sprintf("%#08x", uint32(1)<<uint(masqBit))
+	logger.V(2).Info("Using iptables mark for masquerade", "mark", mark)
+	if localDetector == nil {
+		localDetector = proxyutil.NewNoOpLocalDetector()
+	}
+	// Every iptables kube-proxy supports has --random-fully; ask anyway when
+	// the interface can tell, since MASQUERADE with an unknown option would
+	// make every restore fail.
+	randomFully := true
+	if fd, ok := ipt.(utiliptables.FeatureDetector); ok {
+		randomFully = fd.Features().RandomFully
+	}
+	return &generator{
+		ipv6:                ipFamily == v1.IPv6Protocol,
+		masqueradeAll:       config.Linux.MasqueradeAll,
+		masqueradeMark:      mark,
+		masqueradeMatch:     mark + "/" + mark,
+		randomFully:         randomFully,
+		localDetector:       localDetector,
+		nodeIP:              nodeIP,
+		localhostNodePorts:  host.localhostNodePorts,
+		conntrackTCPLiberal: host.conntrackTCPLiberal,
+		allNodePorts:        host.nodePortAddresses.MatchAll(),
+		logger:              logger,
+	}, nil
 }
 
 // forceSyncProxyRules is the canary Monitor's callback: someone flushed our
@@ -453,59 +414,3 @@ func newEndpointInfo(base *proxy.BaseEndpointInfo, svcPortName *proxy.ServicePor
 	}
 	return ep
 }
-
-// options collects what Options set.
-type options struct {
-	dryRun              io.Writer
-	conntrack           conntrack.Interface
-	nfacct              nfacct.Interface
-	nfacctSet           bool
-	serviceHealthServer healthcheck.ServiceHealthServer
-	networkInterfacer   proxyutil.NetworkInterfacer
-	stopCh              <-chan struct{}
-	noMonitor           bool
-}
-
-// Option customizes a Proxier built by NewProxierWithOptions or
-// NewDualStackProxierWithOptions.
-type Option func(*options)
-
-// WithDryRun makes every sync write the iptables-restore input it would
-// apply to w, instead of applying it, and makes the proxier touch nothing on
-// the host: no sysctl writes, no iptables calls (ipt may be nil; if given it
-// is not used), no conntrack cleanup, no nfacct, no canary Monitor and no
-// per-service health check listeners. The jumps from builtin chains, which a
-// real sync ensures with separate iptables calls, are printed first as
-// "# ensure:" comment lines, so the whole output is valid iptables-restore
-// input. Later (partial) syncs print only what they would change, as a
-// real partial sync restores only that. This is what `kube-proxy --dry-run`
-// uses.
-func WithDryRun(w io.Writer) Option { return func(o *options) { o.dryRun = w } }
-
-// WithConntrack replaces the netlink conntrack client (tests pass
-// conntrack.NewFake()).
-func WithConntrack(ct conntrack.Interface) Option { return func(o *options) { o.conntrack = ct } }
-
-// WithNFAcct replaces the netlink nfacct client; nil disables the nfacct
-// counters and their metrics.
-func WithNFAcct(n nfacct.Interface) Option {
-	return func(o *options) { o.nfacct, o.nfacctSet = n, true }
-}
-
-// WithServiceHealthServer replaces the per-service health check server.
-func WithServiceHealthServer(s healthcheck.ServiceHealthServer) Option {
-	return func(o *options) { o.serviceHealthServer = s }
-}
-
-// WithNetworkInterfacer replaces the source of host addresses used to
-// expand nodePortAddresses.
-func WithNetworkInterfacer(n proxyutil.NetworkInterfacer) Option {
-	return func(o *options) { o.networkInterfacer = n }
-}
-
-// WithStopCh stops the canary Monitor goroutine when stop is closed.
-// Upstream's proxier monitors until the process exits.
-func WithStopCh(stop <-chan struct{}) Option { return func(o *options) { o.stopCh = stop } }
-
-// WithoutMonitor disables the canary Monitor (for tests driving syncs by hand).
-func WithoutMonitor() Option { return func(o *options) { o.noMonitor = true } }
