@@ -10,6 +10,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	sysctltest "k8s.io/net-utils/sysctl/testing"
 )
@@ -124,4 +125,28 @@ func TestDryRunLargeClusterSwitchIsFull(t *testing.T) {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// WithSyncHook hears every sync, full or partial, with its outcome.
+func TestWithSyncHook(t *testing.T) {
+	f := families[0]
+	var results []syncshell.SyncResult
+	var out bytes.Buffer
+	_, ctx := ktesting.NewTestContext(t)
+	p, err := NewProxierWithOptions(ctx, newTestConfig(envConfig{}), f.family, nil, sysctltest.NewFake(),
+		nil, testNodeName, nil, nil, nil, false, WithDryRun(&out),
+		WithSyncHook(func(r syncshell.SyncResult) { results = append(results, r) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceAdd(f.stdService(nil))
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	p.OnEndpointSliceAdd(f.stdSlice())
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 2 || !results[0].Full || results[1].Full || results[0].Err != nil || results[1].Err != nil || results[0].Family != f.family {
+		t.Errorf("sync hook heard %+v, want a full then a partial sync of %s, both without error", results, f.family)
+	}
 }
