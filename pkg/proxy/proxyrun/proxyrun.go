@@ -83,6 +83,11 @@ type Proxy struct {
 	families []*family
 	locs     *localnode.Locations
 
+	// backendMu keeps the families' shells, which sync on their own goroutines, from
+	// calling the backend concurrently: backend.FullState promises one call at a time,
+	// and the Differ relies on it (its Incremental's Sync is a per-family barrier).
+	backendMu sync.Mutex
+
 	events, syncs, revisions, calls, failures atomic.Uint64
 
 	// initial is closed once every family has the source's initial objects.
@@ -337,7 +342,10 @@ func (f *family) Sync(ctx context.Context, u *syncshell.Update) (syncshell.Outco
 		return syncshell.Outcome{}, nil
 	}
 	p.calls.Add(1)
-	if err := p.backend.Sync(ctx, st); err != nil {
+	p.backendMu.Lock()
+	err := p.backend.Sync(ctx, st)
+	p.backendMu.Unlock()
+	if err != nil {
 		f.failed = true
 		p.failures.Add(1)
 		logger.Error(err, "Backend sync failed; will retry", "services", len(st.Services))
