@@ -84,6 +84,7 @@ var addedFlags = map[string]upstreamFlag{
 	"dry-run":                 {"bool", "false", false},
 	"dry-run-follow":          {"bool", "false", false},
 	"dry-run-timeout":         {"duration", "5m0s", false},
+	"iptables-backend":        {"string", "auto", false}, // Linux only
 }
 
 // commandFlags returns the flags the binary accepts: the command's own, the

@@ -25,7 +25,11 @@ func newIPTablesProxier(ctx context.Context, s *ProxyServer, cfg *kubeproxyconfi
 	families []v1.IPFamily, localDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector, initOnly bool) (proxy.Provider, error) {
 	var ipts map[v1.IPFamily]utiliptables.Interface
 	if s.dryRun == nil {
-		ipts = utiliptables.NewBestEffort()
+		backend, err := s.iptablesBackend(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ipts = utiliptables.NewBestEffortWithBackend(backend)
 	}
 	providers := map[v1.IPFamily]proxy.Provider{}
 	for _, family := range families {

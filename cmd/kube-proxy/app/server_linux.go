@@ -30,7 +30,7 @@ var defaultedMode bool
 
 func initForOS(bool) error { return nil }
 
-func (o *Options) addOSFlags(*pflag.FlagSet) {}
+func (o *Options) addOSFlags(fs *pflag.FlagSet) { addIPTablesBackendFlag(fs) }
 
 // platformApplyDefaults fills in the Linux defaults after flags and file are merged.
 func (o *Options) platformApplyDefaults(cfg *kubeproxyconfig.KubeProxyConfiguration) {
@@ -68,8 +68,12 @@ func (s *ProxyServer) platformCheckSupported(ctx context.Context) (ipv4Supported
 		return true, true, true, nil
 	}
 	if isIPTablesBased(s.Config.Mode) {
-		errv4 := utiliptables.New(utiliptables.ProtocolIPv4).Present()
-		errv6 := utiliptables.New(utiliptables.ProtocolIPv6).Present()
+		backend, err := s.iptablesBackend(ctx)
+		if err != nil {
+			return false, false, false, err
+		}
+		errv4 := utiliptables.NewWithBackend(utiliptables.ProtocolIPv4, backend).Present()
+		errv6 := utiliptables.NewWithBackend(utiliptables.ProtocolIPv6, backend).Present()
 		ipv4Supported, ipv6Supported = errv4 == nil, errv6 == nil
 		switch {
 		case !ipv4Supported && !ipv6Supported:
