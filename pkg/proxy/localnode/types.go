@@ -172,12 +172,20 @@ type Endpoint struct {
 	Ready, Serving, Terminating bool
 	// NodeName and Zone say where the endpoint runs, when known.
 	NodeName, Zone string
-	// Local is true when the endpoint runs on this node.
+	// Local says where the endpoint runs: on this node. It is a fact, not a decision: use
+	// it for choices of your own about the path (or for display), never to pick which
+	// endpoints traffic may use.
 	Local bool
 
-	// ForCluster is true when traffic under Cluster policy may go to the endpoint.
+	// ForCluster is true when traffic under Cluster policy may go to the endpoint: ready
+	// (or serving and terminating when nothing is ready anywhere), on any node, narrowed
+	// by topology hints when they apply. False when the port uses no Cluster policy.
 	ForCluster bool
-	// ForLocal is true when traffic under Local policy may go to the endpoint.
+	// ForLocal is the decision for Local policy: the endpoint is Local and ready (or
+	// serving and terminating when no local endpoint is ready); topology hints never
+	// narrow it. ForLocal implies Local, not the other way round: on a port without
+	// Local policy a Local endpoint serves Cluster traffic only (Local true, ForLocal
+	// false). Program Local-policy traffic from ForLocal (or Service.LocalEndpoints).
 	ForLocal bool
 }
 
