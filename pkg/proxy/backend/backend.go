@@ -38,9 +38,13 @@ func (s *ServiceInfo) Equal(o *ServiceInfo) bool {
 // Incremental is a backend that keeps its own model and is told what changed.
 //
 // The Set and Delete calls describe the desired state and cannot fail: record them.
-// Sync is the barrier: every call since the previous Sync together forms a consistent
-// state, which Sync applies. If Sync fails, the calls are not repeated; the next Sync
-// (which may follow no other call) must apply the recorded state again.
+// Sync is a per-family barrier: the calls since the previous Sync all concern one IP
+// family (the one each call names) and together bring that family to a consistent
+// state, which Sync applies; the other family's recorded state is untouched and already
+// consistent. Sync itself does not say which family it closes: a backend that needs to
+// know implements FamilySyncer as well. If Sync fails, the calls are not repeated; the
+// next Sync (which may follow no other call, and may then be a retry for either family)
+// must apply the recorded state again.
 //
 // Within one batch, services are set before their endpoints and deleted after them, so an
 // endpoint never refers to a service the backend has not been told about. All calls come
@@ -56,4 +60,11 @@ type Incremental interface {
 	DeleteEndpoint(family localnode.Family, service localnode.PortName, addr netip.AddrPort)
 	// Sync applies everything recorded.
 	Sync(ctx context.Context) error
+}
+
+// FamilySyncer is implemented by an Incremental backend that wants its barrier to name
+// the family: the Differ then calls SyncFamily, with the family of the calls just made
+// (or of the State being retried), instead of Sync.
+type FamilySyncer interface {
+	SyncFamily(ctx context.Context, family localnode.Family) error
 }

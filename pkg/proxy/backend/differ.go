@@ -11,7 +11,8 @@ import (
 
 // Differ is a FullState backend that drives an Incremental one: each State is written as
 // diffstore waves, and only what was added, updated or deleted since the previous State of
-// the same family is passed on, followed by the Incremental's Sync.
+// the same family is passed on, followed by the Incremental's Sync (its SyncFamily, if it
+// implements FamilySyncer).
 //
 // Services go into one store per family; endpoints into one store per service, written
 // only when that service's endpoint list is not the very slice of the previous State
@@ -115,6 +116,9 @@ func (d *Differ) Sync(ctx context.Context, state *localnode.State) error {
 	}
 	for _, c := range fs.services.Deleted() {
 		d.inc.DeleteService(fam, c.Key)
+	}
+	if f, ok := d.inc.(FamilySyncer); ok {
+		return f.SyncFamily(ctx, fam)
 	}
 	return d.inc.Sync(ctx)
 }
