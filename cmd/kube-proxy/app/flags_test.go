@@ -160,15 +160,7 @@ func TestFlagsMatchUpstream(t *testing.T) {
 
 // --help lists every visible flag in one sorted "Flags:" section, like upstream.
 func TestHelpListsFlagsLikeUpstream(t *testing.T) {
-	cmd := NewProxyCommand()
-	logs.AddFlags(cmd.PersistentFlags())
-	var out strings.Builder
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--help"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	help := out.String()
+	help := helpOutput(t)
 	if !strings.Contains(help, "Usage:\n  kube-proxy [flags]") || !strings.Contains(help, "\nFlags:\n") {
 		t.Fatalf("unexpected help layout:\n%s", help)
 	}

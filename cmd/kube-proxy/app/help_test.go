@@ -7,9 +7,8 @@ import (
 	"k8s.io/component-base/logs"
 )
 
-// helpSyntax returns, per flag name, how --help spells the flag itself (the text before
-// its usage column), e.g. "--cleanup" or "-v, --v Level".
-func helpSyntax(t *testing.T) map[string]string {
+// helpOutput returns what kube-proxy --help prints, with the logging flags cli.Run adds.
+func helpOutput(t *testing.T) string {
 	t.Helper()
 	cmd := NewProxyCommand()
 	logs.AddFlags(cmd.PersistentFlags())
@@ -19,9 +18,17 @@ func helpSyntax(t *testing.T) map[string]string {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	_, flags, ok := strings.Cut(out.String(), "\nFlags:\n")
+	return out.String()
+}
+
+// helpSyntax returns, per flag name, how --help spells the flag itself (the text before
+// its usage column), e.g. "--cleanup" or "-v, --v Level".
+func helpSyntax(t *testing.T) map[string]string {
+	t.Helper()
+	help := helpOutput(t)
+	_, flags, ok := strings.Cut(help, "\nFlags:\n")
 	if !ok {
-		t.Fatalf("no Flags: section in --help:\n%s", out.String())
+		t.Fatalf("no Flags: section in --help:\n%s", help)
 	}
 	syntax := map[string]string{}
 	for _, line := range strings.Split(flags, "\n") {

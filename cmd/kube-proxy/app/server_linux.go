@@ -21,7 +21,6 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/iptables"
 	"k8s.io/kube-proxy/pkg/proxy/nftables"
-	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
 // defaultedMode records that the mode was not chosen, for the KubeProxyDefaultMode
@@ -98,18 +97,9 @@ func (s *ProxyServer) platformCheckSupported(ctx context.Context) (ipv4Supported
 	return ipv4Supported, ipv6Supported, ipv4Supported && ipv6Supported, nil
 }
 
-// proxierFactory builds the proxier of one mode. dryRun, when non-nil, gets what each
-// family would program instead of the kernel getting it.
-type proxierFactory func(ctx context.Context, s *ProxyServer, cfg *kubeproxyconfig.KubeProxyConfiguration,
-	families []v1.IPFamily, localDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector, initOnly bool) (proxy.Provider, error)
-
-// proxierFactories holds the modes this build implements; each mode's file registers
-// itself, so a mode whose backend is absent fails with a clear error.
-var proxierFactories = map[kubeproxyconfig.ProxyMode]proxierFactory{}
-
 // checkModeImplemented fails for a mode this build cannot run.
 func checkModeImplemented(mode kubeproxyconfig.ProxyMode) error {
-	if _, ok := proxierFactories[mode]; !ok {
+	if _, ok := proxierModes[mode]; !ok {
 		return fmt.Errorf("proxy mode %s is not supported by this build", mode)
 	}
 	return nil
@@ -118,8 +108,8 @@ func checkModeImplemented(mode kubeproxyconfig.ProxyMode) error {
 // createProxier creates the proxy.Provider of the configured mode.
 func (s *ProxyServer) createProxier(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration, dualStack, initOnly bool) (proxy.Provider, error) {
 	logger := klog.FromContext(ctx)
-	factory := proxierFactories[cfg.Mode]
-	if factory == nil {
+	mode, ok := proxierModes[cfg.Mode]
+	if !ok {
 		return nil, checkModeImplemented(cfg.Mode)
 	}
 	if cfg.Mode == kubeproxyconfig.ProxyModeIPTables && defaultedMode {
@@ -128,48 +118,11 @@ func (s *ProxyServer) createProxier(ctx context.Context, cfg *kubeproxyconfig.Ku
 		s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeWarning, "KubeProxyDefaultMode", "StartKubeProxy", message)
 	}
 	logger.Info("Using proxier", "mode", cfg.Mode, "dryRun", s.dryRun != nil)
-	families := []v1.IPFamily{s.PrimaryIPFamily}
-	if dualStack {
-		families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	}
-	localDetectors := getLocalDetectors(logger, s.PrimaryIPFamily, cfg, s.podCIDRs)
-	p, err := factory(ctx, s, cfg, families, localDetectors, initOnly)
+	p, err := s.newProxiers(ctx, mode, dualStack, initOnly)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create proxier: %w", err)
 	}
 	return p, nil
-}
-
-func getLocalDetectors(logger klog.Logger, primary v1.IPFamily, cfg *kubeproxyconfig.KubeProxyConfiguration, nodePodCIDRs []string) map[v1.IPFamily]proxyutil.LocalTrafficDetector {
-	detectors := map[v1.IPFamily]proxyutil.LocalTrafficDetector{
-		v1.IPv4Protocol: proxyutil.NewNoOpLocalDetector(),
-		v1.IPv6Protocol: proxyutil.NewNoOpLocalDetector(),
-	}
-	switch cfg.DetectLocalMode {
-	case kubeproxyconfig.LocalModeClusterCIDR:
-		for family, cidrs := range proxyutil.MapCIDRsByIPFamily(cfg.DetectLocal.ClusterCIDRs) {
-			detectors[family] = proxyutil.NewDetectLocalByCIDR(cidrs[0].String())
-		}
-		if !detectors[primary].IsImplemented() {
-			logger.Info("Detect-local-mode set to ClusterCIDR, but no cluster CIDR specified for primary IP family", "ipFamily", primary, "clusterCIDRs", cfg.DetectLocal.ClusterCIDRs)
-		}
-	case kubeproxyconfig.LocalModeNodeCIDR:
-		for family, cidrs := range proxyutil.MapCIDRsByIPFamily(nodePodCIDRs) {
-			detectors[family] = proxyutil.NewDetectLocalByCIDR(cidrs[0].String())
-		}
-		if !detectors[primary].IsImplemented() {
-			logger.Info("Detect-local-mode set to NodeCIDR, but no PodCIDR defined at node for primary IP family", "ipFamily", primary, "podCIDRs", nodePodCIDRs)
-		}
-	case kubeproxyconfig.LocalModeBridgeInterface:
-		d := proxyutil.NewDetectLocalByBridgeInterface(cfg.DetectLocal.BridgeInterface)
-		detectors[v1.IPv4Protocol], detectors[v1.IPv6Protocol] = d, d
-	case kubeproxyconfig.LocalModeInterfaceNamePrefix:
-		d := proxyutil.NewDetectLocalByInterfaceNamePrefix(cfg.DetectLocal.InterfaceNamePrefix)
-		detectors[v1.IPv4Protocol], detectors[v1.IPv6Protocol] = d, d
-	default:
-		logger.Info("Defaulting to no-op detect-local")
-	}
-	return detectors
 }
 
 // platformCleanup removes rules of modes other than the current one, or of every
