@@ -175,13 +175,16 @@ func countRules(save []byte) int {
 //     including an empty host, is nft.
 //
 // Every step reads rules only; nothing is created. Both sets of binaries must be
-// installed (ChooseBackend checks).
-func DetectBackend(ctx context.Context) Detection {
+// installed (ChooseBackend checks). It fails, rather than guess, when ctx ends or when
+// not one save command of either backend worked (an unprivileged container, say):
+// the rules were not looked at.
+func DetectBackend(ctx context.Context) (Detection, error) {
 	return detectBackend(ctx, utilexec.New())
 }
 
-func detectBackend(ctx context.Context, exec utilexec.Interface) Detection {
+func detectBackend(ctx context.Context, exec utilexec.Interface) (Detection, error) {
 	d := Detection{LegacyRules: -1, NFTRules: -1}
+	worked := map[Backend]bool{}
 	save := func(backend Backend, protocol Protocol, args ...string) []byte {
 		_, cmd, _ := backend.commands(protocol)
 		var out, stderr bytes.Buffer
@@ -192,7 +195,15 @@ func detectBackend(ctx context.Context, exec utilexec.Interface) Detection {
 			d.Failed = append(d.Failed, fmt.Sprintf("%s: %v: %s", strings.Join(append([]string{cmd}, args...), " "), err, trimOutput(stderr.Bytes())))
 			return nil
 		}
+		worked[backend] = true
 		return out.Bytes()
+	}
+	// A decision made from commands that did not run is a guess.
+	check := func() error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("detecting the iptables backend: %w", err)
+		}
+		return nil
 	}
 	families := []Protocol{ProtocolIPv4, ProtocolIPv6}
 
@@ -200,7 +211,7 @@ func detectBackend(ctx context.Context, exec utilexec.Interface) Detection {
 		if chain := kubeletChain(save(BackendNFT, p, "-t", string(TableMangle))); chain != "" {
 			_, cmd, _ := BackendNFT.commands(p)
 			d.Backend, d.Reason = BackendNFT, fmt.Sprintf("kubelet's chain %s is in %s's mangle table", chain, cmd)
-			return d
+			return d, check()
 		}
 	}
 	var legacy [2][]byte
@@ -209,13 +220,19 @@ func detectBackend(ctx context.Context, exec utilexec.Interface) Detection {
 		if chain := kubeletChain(legacy[i]); chain != "" {
 			_, cmd, _ := BackendLegacy.commands(p)
 			d.Backend, d.Reason = BackendLegacy, fmt.Sprintf("kubelet's chain %s is in %s's rules (and in no iptables-nft table)", chain, cmd)
-			return d
+			return d, check()
 		}
 	}
 	d.LegacyRules, d.NFTRules = 0, 0
 	for i, p := range families {
 		d.LegacyRules += countRules(legacy[i])
 		d.NFTRules += countRules(save(BackendNFT, p))
+	}
+	if err := check(); err != nil {
+		return d, err
+	}
+	if !worked[BackendLegacy] && !worked[BackendNFT] {
+		return d, fmt.Errorf("detecting the iptables backend: no iptables-legacy-save or iptables-nft-save command worked: %s", strings.Join(d.Failed, "; "))
 	}
 	if d.LegacyRules > d.NFTRules {
 		d.Backend = BackendLegacy
@@ -224,7 +241,7 @@ func detectBackend(ctx context.Context, exec utilexec.Interface) Detection {
 		d.Backend = BackendNFT
 		d.Reason = fmt.Sprintf("no kubelet chain in either backend; iptables-nft holds at least as many rules (%d) as iptables-legacy (%d), and nft wins a tie", d.NFTRules, d.LegacyRules)
 	}
-	return d
+	return d, nil
 }
 
 // BackendChoice is what ChooseBackend decided.
@@ -246,7 +263,8 @@ type BackendChoice struct {
 //     When both are installed detection runs too, and an error is logged if the
 //     host's rules say otherwise (the operator may know better, but must not be
 //     surprised).
-//   - auto with both backends installed: DetectBackend's answer.
+//   - auto with both backends installed: DetectBackend's answer, or its error: a
+//     backend is never guessed from rules that could not be read.
 //   - auto with one installed: that one; the other's rules cannot be inspected,
 //     which the log says.
 //   - auto with neither: BackendPath, the plain names, as New does (a host whose
@@ -269,9 +287,13 @@ func chooseBackend(ctx context.Context, exec utilexec.Interface, mode BackendMod
 		}
 	}
 	c := BackendChoice{Mode: mode}
+	var detectErr error
 	if len(missing) == 0 {
-		d := detectBackend(ctx, exec)
-		c.Detection = &d
+		d, err := detectBackend(ctx, exec)
+		if err == nil {
+			c.Detection = &d
+		}
+		detectErr = err
 	}
 
 	switch mode {
@@ -281,12 +303,17 @@ func chooseBackend(ctx context.Context, exec utilexec.Interface, mode BackendMod
 			return BackendChoice{}, fmt.Errorf("iptables backend %q was asked for but is not installed: %w", mode, err)
 		}
 		c.Reason = "asked for"
+		if detectErr != nil {
+			logger.Error(detectErr, "Could not check the iptables backend asked for against the host's rules", "backend", c.Backend)
+		}
 		if c.Detection != nil && c.Detection.Backend != c.Backend {
 			logger.Error(nil, "The iptables backend asked for is not the one the host's rules are in; rules will be programmed where the host's own chains are not",
 				"backend", c.Backend, "hostBackend", c.Detection.Backend, "hostReason", c.Detection.Reason)
 		}
 	default:
 		switch {
+		case detectErr != nil:
+			return BackendChoice{}, fmt.Errorf("%w (set the backend explicitly to skip detection)", detectErr)
 		case c.Detection != nil:
 			c.Backend, c.Reason = c.Detection.Backend, c.Detection.Reason
 		case missing[BackendLegacy] == nil:

@@ -87,7 +87,10 @@ func TestKernelDetectBackend(t *testing.T) {
 			}
 			before := legacyTables(t, ns)
 			e := nsExec{Interface: utilexec.New(), ns: ns}
-			d := iptables.DetectBackendWith(context.Background(), e)
+			d, err := iptables.DetectBackendWith(context.Background(), e)
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c", wrapperOracle).CombinedOutput()
 			if err != nil {

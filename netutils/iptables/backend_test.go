@@ -84,6 +84,8 @@ func TestDetectBackend(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		host        hostRules
+		cancelled   bool
+		wantErr     string
 		want        Backend
 		wantCounts  [2]int // legacy, nft; -1 when not counted
 		wantReason  string
@@ -172,10 +174,34 @@ func TestDetectBackend(t *testing.T) {
 		},
 		want:       BackendNFT,
 		wantCounts: [2]int{0, 1},
+	}, {
+		name:       "every command fails: no guess",
+		host:       hostRules{fail: []string{"iptables-legacy-save", "ip6tables-legacy-save", "iptables-nft-save", "ip6tables-nft-save"}},
+		wantErr:    "no iptables-legacy-save or iptables-nft-save command worked: iptables-nft-save -t mangle: exit 1",
+		wantCounts: [2]int{0, 0},
+	}, {
+		name:       "cancelled: no guess",
+		cancelled:  true,
+		wantErr:    "detecting the iptables backend: context canceled",
+		wantCounts: [2]int{0, 0},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := saveExec(tc.host)
-			d := detectBackend(context.Background(), e)
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.cancelled {
+				cancel()
+			}
+			defer cancel()
+			d, err := detectBackend(ctx, e)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			if d.Backend != tc.want {
 				t.Errorf("backend %q, want %q (reason %q)", d.Backend, tc.want, d.Reason)
 			}
@@ -222,6 +248,7 @@ func TestChooseBackend(t *testing.T) {
 	legacyHost := hostRules{save: map[string]string{"iptables-legacy-save": saveOutput(map[string][]string{"mangle": hintChain})}}
 	noLegacy := []string{"iptables-legacy", "iptables-legacy-save", "iptables-legacy-restore"}
 	noNFT := []string{"iptables-nft-restore"}
+	unreadable := hostRules{fail: []string{"iptables-legacy-save", "ip6tables-legacy-save", "iptables-nft-save", "ip6tables-nft-save"}}
 	for _, tc := range []struct {
 		name          string
 		mode          BackendMode
@@ -239,6 +266,8 @@ func TestChooseBackend(t *testing.T) {
 		{name: "auto, neither installed: plain names", mode: BackendModeAuto, missing: append(slices.Clone(noLegacy), noNFT...), want: BackendPath, wantReason: "neither"},
 		{name: "forced nft against a legacy host", mode: BackendModeNFT, host: legacyHost, want: BackendNFT, wantDetection: true, wantReason: "asked for"},
 		{name: "forced legacy", mode: BackendModeLegacy, host: legacyHost, want: BackendLegacy, wantDetection: true},
+		{name: "auto, rules unreadable: an error, not a guess", mode: BackendModeAuto, host: unreadable, wantErr: "set the backend explicitly to skip detection"},
+		{name: "forced, rules unreadable: used anyway", mode: BackendModeNFT, host: unreadable, want: BackendNFT, wantReason: "asked for"},
 		{name: "forced legacy, not installed", mode: BackendModeLegacy, missing: noLegacy, wantErr: `iptables backend "legacy" was asked for but is not installed: iptables-legacy:`},
 		{name: "forced nft, restore missing", mode: BackendModeNFT, missing: noNFT, wantErr: "iptables-nft-restore"},
 		{name: "unknown mode", mode: "nftables", wantErr: `iptables backend "nftables": want auto, legacy or nft`},

@@ -8,7 +8,7 @@ import (
 
 // DetectBackendWith is DetectBackend running its commands through exec, for the
 // kernel tests, which run them inside a network namespace.
-func DetectBackendWith(ctx context.Context, exec utilexec.Interface) Detection {
+func DetectBackendWith(ctx context.Context, exec utilexec.Interface) (Detection, error) {
 	return detectBackend(ctx, exec)
 }
 
