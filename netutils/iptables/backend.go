@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -138,6 +139,11 @@ type Detection struct {
 	Failed []string
 }
 
+// detectSaveTimeout bounds each save command detection runs: saving a host's whole
+// ruleset takes seconds even when it is huge, and some iptables-nft releases (1.8.0 to
+// 1.8.3) can loop forever, which must not hang kube-proxy's start.
+const detectSaveTimeout = time.Minute
+
 // kubeletChainRE matches the chains kubelet (1.17 and later) creates in the mangle
 // table of the backend it uses: the declared chain in *-save output.
 var kubeletChainRE = regexp.MustCompile(`(?m)^:(KUBE-IPTABLES-HINT|KUBE-KUBELET-CANARY)`)
@@ -188,7 +194,9 @@ func detectBackend(ctx context.Context, exec utilexec.Interface) (Detection, err
 	save := func(backend Backend, protocol Protocol, args ...string) []byte {
 		_, cmd, _ := backend.commands(protocol)
 		var out, stderr bytes.Buffer
-		c := exec.CommandContext(ctx, cmd, args...)
+		cmdCtx, cancel := context.WithTimeout(ctx, detectSaveTimeout)
+		defer cancel()
+		c := exec.CommandContext(cmdCtx, cmd, args...)
 		c.SetStdout(&out)
 		c.SetStderr(&stderr)
 		if err := c.Run(); err != nil {
