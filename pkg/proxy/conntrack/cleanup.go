@@ -146,3 +146,14 @@ func toAddrPort(ip net.IP, port int) (addrPort, bool) {
 	}
 	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), true
 }
+
+// StaleEntriesCleaner returns CleanStaleEntries bound to ct and ipFamily, in
+// the shape syncshell.Options.CleanStaleConntrack takes; nil when ct is nil.
+func StaleEntriesCleaner(ct Interface, ipFamily v1.IPFamily) func(proxy.ServicePortMap, proxy.EndpointsMap) {
+	if ct == nil {
+		return nil
+	}
+	return func(svcPortMap proxy.ServicePortMap, endpointsMap proxy.EndpointsMap) {
+		CleanStaleEntries(ct, ipFamily, svcPortMap, endpointsMap)
+	}
+}

@@ -1,8 +1,9 @@
 package conntrack
 
 import (
+	"github.com/vishvananda/netlink"
+
 	netconntrack "k8s.io/net-utils/conntrack"
-	fakeconntrack "k8s.io/net-utils/conntrack/testing"
 )
 
 // Interface lists and deletes conntrack entries. It is the net-utils
@@ -15,8 +16,15 @@ func New() Interface {
 	return netconntrack.New()
 }
 
-// NewFake returns an in-memory Interface with an empty table. Tests that
-// need to seed entries can use k8s.io/net-utils/conntrack/testing directly.
-func NewFake() Interface {
-	return fakeconntrack.NewFake()
-}
+// NewFake returns an Interface over an empty table: listing finds nothing
+// and deleting deletes nothing. Dry runs use it to touch no kernel. Tests
+// that seed entries or check deletions use k8s.io/net-utils/conntrack/testing;
+// production code never imports a testing package, which would also tie
+// this package to Linux.
+func NewFake() Interface { return emptyTable{} }
+
+type emptyTable struct{}
+
+func (emptyTable) ListEntries(uint8) ([]*netlink.ConntrackFlow, error) { return nil, nil }
+
+func (emptyTable) DeleteEntries(uint8, []*netlink.ConntrackFlow) (int, error) { return 0, nil }

@@ -264,7 +264,7 @@ func newProxier(ctx context.Context,
 	}
 
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, serviceHealthServer, ct)
+		healthzServer, serviceHealthServer, conntrack.StaleEntriesCleaner(ct, ipFamily))
 	shellOpts.MakeServicePort, shellOpts.MakeEndpoint = newServiceInfo, newEndpointInfo
 	// Syncs that change nothing make no kernel call, so a table deleted or
 	// flushed from outside would only be noticed at the next change; once

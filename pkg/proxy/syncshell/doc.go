@@ -16,5 +16,7 @@
 // everything) and programs it. It never re-decides traffic policy.
 //
 // It may import the brain (k8s.io/kube-proxy/pkg/proxy and its config,
-// runner, healthcheck, metrics, conntrack and util packages), never a backend.
+// runner, healthcheck, metrics and util packages), never a backend, and
+// builds on every platform: Linux-only facilities such as conntrack cleanup
+// are handed in as functions.
 package syncshell

@@ -21,7 +21,6 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"k8s.io/kube-proxy/pkg/proxy"
-	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/runner"
@@ -176,9 +175,12 @@ type Options struct {
 	Health HealthRecorder
 	// ServiceHealth serves the health check node ports (nil: none).
 	ServiceHealth healthcheck.ServiceHealthServer
-	// Conntrack cleans stale UDP flows after endpoint changes (nil: no
-	// cleanup).
-	Conntrack conntrack.Interface
+	// CleanStaleConntrack, when set, is called after a successful sync in
+	// which a UDP service port's endpoints changed, to delete flows to
+	// endpoints that are gone (conntrack.StaleEntriesCleaner). It is a
+	// function so that the shell, like the rest of the brain, builds on
+	// every platform while conntrack is Linux-only.
+	CleanStaleConntrack func(proxy.ServicePortMap, proxy.EndpointsMap)
 	// Logger logs with the family already attached; klog.FromContext(ctx)
 	// when unset.
 	Logger *klog.Logger
@@ -195,7 +197,7 @@ type Options struct {
 // listed. healthz may be nil. The caller adds the makers, CheckInterval,
 // Logger and OnSync its mode needs.
 func ProxierOptions(family v1.IPFamily, nodeName string, minSyncPeriod, syncPeriod time.Duration,
-	healthz *healthcheck.ProxyHealthServer, serviceHealth healthcheck.ServiceHealthServer, ct conntrack.Interface) Options {
+	healthz *healthcheck.ProxyHealthServer, serviceHealth healthcheck.ServiceHealthServer, cleanConntrack func(proxy.ServicePortMap, proxy.EndpointsMap)) Options {
 	if syncPeriod <= 0 {
 		syncPeriod = 30 * time.Second
 	}
@@ -208,7 +210,7 @@ func ProxierOptions(family v1.IPFamily, nodeName string, minSyncPeriod, syncPeri
 		FullSyncInterval:    FullSyncPeriod,
 		SyncWhenInitialized: true,
 		ServiceHealth:       serviceHealth,
-		Conntrack:           ct,
+		CleanStaleConntrack: cleanConntrack,
 	}
 	// A nil *ProxyHealthServer in the interface would not be nil.
 	if healthz != nil {
@@ -609,8 +611,8 @@ func (s *Shell) report(u *Update, epResult proxy.UpdateEndpointsMapResult) {
 	}
 	metrics.SyncProxyRulesLastTimestamp.WithLabelValues(family).SetToCurrentTime()
 	s.syncServiceHealth(u)
-	if u.ConntrackCleanupRequired && s.opts.Conntrack != nil {
-		conntrack.CleanStaleEntries(s.opts.Conntrack, s.opts.Family, s.services, s.endpoints)
+	if u.ConntrackCleanupRequired && s.opts.CleanStaleConntrack != nil {
+		s.opts.CleanStaleConntrack(s.services, s.endpoints)
 	}
 }
 
