@@ -1,11 +1,9 @@
 package app
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -277,23 +275,13 @@ func captureKlog(t *testing.T) *lockedLog {
 	return &buf
 }
 
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+// lockedLog is what klog wrote, readable while it still writes.
+type lockedLog struct{ lockedBuffer }
 
 // lines returns the logged lines of klog severity sev ('I', 'W', 'E').
 func (l *lockedLog) lines(sev byte) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		if len(line) > 0 && line[0] == sev {
 			out = append(out, line)
 		}
