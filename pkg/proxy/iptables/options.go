@@ -78,10 +78,10 @@ func (o *options) complete(ipFamily v1.IPFamily, nodeName string, recorder event
 // per-service health check listeners. The sync runs as usual against an
 // iptables interface that prints each restore and reads as an empty kernel.
 // The jumps from builtin chains, which a full sync ensures with separate
-// iptables calls, are printed first as "# ensure:" comment lines, so the whole output is valid iptables-restore
-// input. Later (partial) syncs print only what they would change, as a
-// real partial sync restores only that. This is what `kube-proxy --dry-run`
-// uses.
+// iptables calls, are printed first as "# ensure:" comment lines, so the
+// whole output is valid iptables-restore input. Later (partial) syncs print
+// only what they would change, as a real partial sync restores only that.
+// This is what `kube-proxy --dry-run` uses.
 func WithDryRun(w io.Writer) Option { return func(o *options) { o.dryRun = w } }
 
 // WithConntrack replaces the netlink conntrack client (tests pass
