@@ -3,7 +3,8 @@
 //
 //   - Kubernetes: an API server, through client-go informers and pkg/proxy/config, with the
 //     label and field selectors kube-proxy uses (no headless Services or their slices, no
-//     Services claimed by another proxy through service.kubernetes.io/service-proxy-name);
+//     Services claimed by another proxy through service.kubernetes.io/service-proxy-name),
+//     from InformerFactories, which cmd/kube-proxy builds its informers with too;
 //   - Static: objects added, changed and deleted by hand, delivered synchronously, for tests
 //     and for programs that learn of Services some other way.
 //
