@@ -1,3 +1,5 @@
+//go:build linux
+
 package proxy_test
 
 // This file is shared verbatim (apart from the package clause and the proxy

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,24 +97,6 @@ func testDryRun(t *testing.T, mode string, wants []string) {
 	if t.Failed() {
 		t.Logf("output:\n%s", text)
 	}
-}
-
-// lockedBuffer lets the test read what the proxiers write from their goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // --dry-run-follow prints the first sync, then each later one as the manifests
