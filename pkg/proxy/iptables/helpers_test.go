@@ -150,7 +150,9 @@ type testEnv struct {
 	logs    *bytes.Buffer
 	ctx     context.Context
 	nfacct  *fakeNFAcct
-	restore []string // restore inputs, in order
+	restore []string // restore inputs, in order ("" for a sync without one)
+
+	restoreCalls, recordedCalls int
 }
 
 // envConfig tweaks the proxier under test.
@@ -278,7 +280,7 @@ func newTestEnv(t testing.TB, f fam, cfg envConfig) *testEnv {
 		env.nfacct = &fakeNFAcct{}
 		nfa = env.nfacct
 	}
-	p, err := NewProxierWithOptions(ctx, config, f.family, ipt, sc, det, testNodeName, net.ParseIP(f.node), nil, cfg.healthz, false,
+	p, err := NewProxierWithOptions(ctx, config, f.family, &countingIPT{FakeIPTables: ipt, env: env}, sc, det, testNodeName, net.ParseIP(f.node), nil, cfg.healthz, false,
 		WithConntrack(env.ct), WithNFAcct(nfa), WithServiceHealthServer(env.hc), WithNetworkInterfacer(nw), WithoutMonitor())
 	if err != nil {
 		t.Fatalf("NewProxier: %v", err)
@@ -295,8 +297,27 @@ func (e *testEnv) start(t testing.TB) {
 	e.recordRestore()
 }
 
+// recordRestore records the sync's restore input: "" when the sync made no
+// iptables-restore call (a sync with nothing to write makes none).
 func (e *testEnv) recordRestore() {
-	e.restore = append(e.restore, string(e.ipt.LastRestoreInput()))
+	in := ""
+	if e.restoreCalls != e.recordedCalls {
+		in = string(e.ipt.LastRestoreInput())
+	}
+	e.recordedCalls = e.restoreCalls
+	e.restore = append(e.restore, in)
+}
+
+// countingIPT counts the proxier's restores, so the env can tell a sync
+// that restored nothing from one that restored what the last one did.
+type countingIPT struct {
+	*iptablestest.FakeIPTables
+	env *testEnv
+}
+
+func (c *countingIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	c.env.restoreCalls++
+	return c.FakeIPTables.RestoreAll(data, flush, counters)
 }
 
 // sync runs one sync and fails the test on error.

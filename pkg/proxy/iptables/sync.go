@@ -105,10 +105,11 @@ func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, re
 		"numNATChains", t.natChains.lines,
 		"numNATRules", t.natRules.lines+t.dispatch.lines,
 	)
-	if err := p.syncer.restore(t, filter, natTop, stale); err != nil {
+	wrote, err := p.syncer.restore(t, filter, natTop, stale)
+	if err != nil {
 		return out, err
 	}
-	out.Programmed = true
+	out.Programmed = wrote
 	p.view.commit(t, filter, natTop, time.Now())
 	return out, nil
 }

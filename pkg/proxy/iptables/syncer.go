@@ -155,13 +155,23 @@ func (s *syncer) natChains() (chains sets.Set[utiliptables.Chain], ok bool) {
 	return utiliptables.GetChainsFromTable(s.saveBuf.Bytes()), true
 }
 
-// restore runs iptables-restore of t as restoreInput builds it.
-func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Chain) error {
+// emptyRestore is the restore input of a sync with nothing to write.
+const emptyRestore = "*nat\nCOMMIT\n"
+
+// restore runs iptables-restore of t as restoreInput builds it, and reports
+// whether it did: a sync with nothing to write (no table, chain, rule or
+// stale chain) makes no call, as in nftables mode, so an explicit SyncNow
+// right after the informers' own sync costs nothing.
+func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Chain) (bool, error) {
 	s.data = t.restoreInput(s.data[:0], filter, natTop, stale)
+	if string(s.data) == emptyRestore {
+		s.logger.V(4).Info("Nothing to restore")
+		return false, nil
+	}
 	s.logger.V(9).Info("Restoring iptables", "rules", s.data)
 	err := s.ipt.RestoreAll(s.data, utiliptables.NoFlushTables, utiliptables.RestoreCounters)
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	var pErr utiliptables.ParseError
 	if errors.As(err, &pErr) {
@@ -171,7 +181,7 @@ func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Ch
 		s.logger.Error(err, "Failed to execute iptables-restore")
 	}
 	metrics.IPTablesRestoreFailuresTotal.WithLabelValues(s.family).Inc()
-	return errSyncFailed
+	return false, errSyncFailed
 }
 
 // tableState is what ensureJumpRules needs to know of a saved table.
