@@ -316,3 +316,15 @@ func port16(p int) uint16 {
 	}
 	return uint16(p)
 }
+
+// ComputeServicePort converts one service port with the traffic policy the brain
+// resolved for it, without touching the Computer's cache: for a backend that is told
+// which ports changed and converts only those, so a partial sync costs what the change
+// costs. ok is false when the port is not of the Computer's family or has no valid port
+// number (logged).
+func (c *Computer) ComputeServicePort(ctx context.Context, name proxy.ServicePortName, sp proxy.ServicePort, tp *proxy.TrafficPolicy) (svc Service, ok bool) {
+	if sp == nil || tp == nil {
+		return Service{}, false
+	}
+	return c.convert(klog.FromContext(ctx), name, sp, tp)
+}

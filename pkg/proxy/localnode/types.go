@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"k8s.io/kube-proxy/pkg/proxy"
 )
 
 // Family is an IP family. The values are the spellings Kubernetes uses.
@@ -394,3 +396,28 @@ func filter(eps []Endpoint, keep func(*Endpoint) bool) []Endpoint {
 
 // formatPort is strconv for the digest without allocating a string per call.
 func appendUint(b []byte, v uint64) []byte { return strconv.AppendUint(b, v, 10) }
+
+// InternalNoEndpoints says what happens to cluster-IP traffic when the port's internal
+// policy leaves it no endpoint: proxy.Reject when the service has no usable endpoint
+// anywhere, proxy.Drop when Local policy finds none on this node, proxy.Forward
+// otherwise. It is the brain's decision (proxy.ResolveTrafficPolicy), read back from the
+// Service's own fields.
+func (s *Service) InternalNoEndpoints() proxy.NoEndpointsAction {
+	return s.noEndpointsAction(s.InternalPolicy == PolicyLocal)
+}
+
+// ExternalNoEndpoints is InternalNoEndpoints for node-port, external-IP and
+// load-balancer traffic.
+func (s *Service) ExternalNoEndpoints() proxy.NoEndpointsAction {
+	return s.noEndpointsAction(s.ExternalPolicy == PolicyLocal)
+}
+
+func (s *Service) noEndpointsAction(local bool) proxy.NoEndpointsAction {
+	switch {
+	case !s.HasAnyEndpoints:
+		return proxy.Reject
+	case local && s.LocalEndpointCount() == 0:
+		return proxy.Drop
+	}
+	return proxy.Forward
+}

@@ -49,6 +49,12 @@
 // before any element update (~35 ms of kernel and nft time at 10k Services),
 // so a one-endpoint change cannot get much below ~40 ms at that size.
 //
+// Model: the backend is handed the service ports that changed and converts
+// each into the library's node-local model (pkg/proxy/localnode, the same
+// values third-party backends get), then into the rule generator's model; it
+// takes the no-endpoint drop/reject decision from that Service and does not
+// re-decide policy. Endpoints keep the brain's "ip:port" order in the rules.
+//
 // Dry run: NewDryRunProxier returns a Proxier that writes every transaction
 // it would run (nft -f syntax) to an io.Writer instead of the kernel.
 // DryRunInterface (dryrun.go) is the wrapper that does this and can wrap any
@@ -59,7 +65,8 @@
 //
 // Allowed imports: the brain (k8s.io/kube-proxy/pkg/proxy and its
 // config, conntrack, healthcheck, metrics, runner, util, apis/config),
-// pkg/features, pkg/proxy/localnodeportproxy, pkg/proxy/metaproxier,
+// pkg/features, the library's node-local model pkg/proxy/localnode,
+// pkg/proxy/localnodeportproxy, pkg/proxy/metaproxier,
 // sigs.k8s.io/knftables, and the usual k8s.io staging libraries. No other
 // backend.
 package nftables

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/localnodeportproxy"
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
@@ -92,6 +94,9 @@ type Proxier struct {
 	// synced caches, per service port, what the last sync derived from it.
 	synced map[proxy.ServicePortName]*syncedService
 	syncer *syncer
+	// local converts changed service ports into the library's node-local
+	// model, which the rule generator's models are built from.
+	local *localnode.Computer
 
 	nodeName string
 	nodeIP   net.IP
@@ -229,6 +234,7 @@ func newProxier(ctx context.Context,
 		ipFamily: ipFamily,
 		logger:   logger,
 		synced:   map[proxy.ServicePortName]*syncedService{},
+		local:    localnode.NewComputer(localnode.Family(ipFamily)),
 		nodeName: nodeName,
 		nodeIP:   nodeIP,
 	}
@@ -267,7 +273,7 @@ func newProxier(ctx context.Context,
 
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
 		healthzServer, serviceHealthServer, conntrack.StaleEntriesCleaner(ct, ipFamily))
-	shellOpts.MakeServicePort, shellOpts.MakeEndpoint = newServiceInfo, newEndpointInfo
+	shellOpts.MakeServicePort = newServiceInfo
 	// Syncs that change nothing make no kernel call, so a table deleted or
 	// flushed from outside would only be noticed at the next change; once
 	// per syncPeriod a tiny listing checks it is still there.
@@ -296,20 +302,6 @@ func newServiceInfo(port *v1.ServicePort, service *v1.Service, base *proxy.BaseS
 		namespace:           service.Namespace,
 		name:                service.Name,
 		portName:            port.Name,
-	}
-}
-
-// endpointInfo carries the precomputed endpoint chain and affinity set names.
-type endpointInfo struct {
-	*proxy.BaseEndpointInfo
-	model *endpointModel
-}
-
-func newEndpointInfo(base *proxy.BaseEndpointInfo, spn *proxy.ServicePortName) proxy.Endpoint {
-	return &endpointInfo{
-		BaseEndpointInfo: base,
-		model: newEndpointModel(spn.Namespace, spn.Name, strings.ToLower(string(spn.Protocol)), spn.Port,
-			base.IP(), base.Port(), base.IsLocal()),
 	}
 }
 
@@ -356,7 +348,10 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 		if tp == nil {
 			continue
 		}
-		m, ss := p.model(name, svc, tp)
+		m, ss := p.modelIn(ctx, name, svc, tp)
+		if m == nil {
+			continue
+		}
 		p.synced[name] = ss
 		in.services = append(in.services, m)
 		nodePortsChanged = true
@@ -424,7 +419,7 @@ func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.Se
 // tracker made them) and foreign ones with an address of this family and a
 // valid port.
 func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	if _, ok := ep.(*endpointInfo); ok {
+	if _, ok := ep.(*proxy.BaseEndpointInfo); ok {
 		return true
 	}
 	p := (*Proxier)(b)
@@ -437,72 +432,100 @@ func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoi
 }
 
 // model converts a valid service port and its resolved traffic policy into
-// the generator's model.
+// the generator's model, through the library's node-local model so that
+// third-party backends and this one are handed the same thing. It returns nil
+// for a port the node-local model leaves out (logged there).
 func (p *Proxier) model(name proxy.ServicePortName, svc proxy.ServicePort, tp *proxy.TrafficPolicy) (*serviceModel, *syncedService) {
-	protocol := strings.ToLower(string(svc.Protocol()))
+	return p.modelIn(klog.NewContext(context.Background(), p.logger), name, svc, tp)
+}
+
+// modelIn is model logging to ctx's logger.
+func (p *Proxier) modelIn(ctx context.Context, name proxy.ServicePortName, svc proxy.ServicePort, tp *proxy.TrafficPolicy) (*serviceModel, *syncedService) {
+	ln, ok := p.local.ComputeServicePort(ctx, name, svc, tp)
+	if !ok {
+		return nil, nil
+	}
+	return p.modelOf(name, svc, &ln)
+}
+
+// modelOf builds the generator's model of a service port from its
+// node-local model.
+func (p *Proxier) modelOf(name proxy.ServicePortName, svc proxy.ServicePort, ln *localnode.Service) (*serviceModel, *syncedService) {
+	protocol := strings.ToLower(string(name.Protocol))
 	owner := name.String()
 	m := &serviceModel{
 		owner:                owner,
 		protocol:             protocol,
-		clusterIP:            svc.ClusterIP().String(),
-		port:                 svc.Port(),
-		nodePort:             svc.NodePort(),
-		affinity:             svc.SessionAffinityType() == v1.ServiceAffinityClientIP,
-		stickySeconds:        svc.StickyMaxAgeSeconds(),
-		externalPolicyLocal:  tp.ExternalLocal,
-		internalPolicyLocal:  tp.InternalLocal,
-		externallyAccessible: svc.ExternallyAccessible(),
-		usesCluster:          tp.UsesClusterEndpoints,
-		usesLocal:            tp.UsesLocalEndpoints,
-		internal:             tp.Internal,
-		external:             tp.External,
+		clusterIP:            ln.ClusterIP.String(),
+		port:                 int(ln.Port),
+		nodePort:             int(ln.NodePort),
+		affinity:             ln.SessionAffinity == localnode.AffinityClientIP,
+		stickySeconds:        int(ln.AffinityTimeout / time.Second),
+		externalPolicyLocal:  ln.ExternalPolicy == localnode.PolicyLocal,
+		internalPolicyLocal:  ln.InternalPolicy == localnode.PolicyLocal,
+		externallyAccessible: ln.ExternallyAccessible(),
+		internal:             ln.InternalNoEndpoints(),
+		external:             ln.ExternalNoEndpoints(),
+		hasEndpoints:         ln.HasAnyEndpoints,
 	}
 	namespace, svcName, portName := name.Namespace, name.Name, name.Port
 	if info, ok := svc.(*servicePortInfo); ok {
 		namespace, svcName, portName = info.namespace, info.name, info.portName
 	}
 	newServiceChains(m, namespace, svcName, portName)
-	for _, ip := range svc.ExternalIPs() {
-		if s := p.familyIP(ip); s != "" {
-			m.externalIPs = append(m.externalIPs, s)
-		}
+	for _, ip := range ln.ExternalIPs {
+		m.externalIPs = append(m.externalIPs, ip.String())
 	}
-	for _, ip := range svc.LoadBalancerVIPs() {
-		if s := p.familyIP(ip); s != "" {
-			m.lbVIPs = append(m.lbVIPs, s)
-		}
+	for _, ip := range ln.LoadBalancerVIPs {
+		m.lbVIPs = append(m.lbVIPs, ip.String())
 	}
-	for _, cidr := range svc.LoadBalancerSourceRanges() {
-		if cidr != nil && (p.ipFamily == v1.IPv4Protocol) == (cidr.IP.To4() != nil) {
-			m.sourceRanges = append(m.sourceRanges, cidr)
-		}
+	for _, r := range ln.SourceRanges {
+		m.sourceRanges = append(m.sourceRanges, &net.IPNet{IP: r.Addr().AsSlice(), Mask: net.CIDRMask(r.Bits(), r.Addr().BitLen())})
 	}
 
-	conv := func(eps []proxy.Endpoint) []*endpointModel {
-		out := make([]*endpointModel, 0, len(eps))
-		for _, ep := range eps {
-			out = append(out, endpointModelOf(namespace, svcName, portName, protocol, ep))
-		}
-		return out
+	// The rule generator lists endpoints in the brain's order (by
+	// "ip:port" text), which the goldens and the slot layout follow; the
+	// node-local model sorts by address.
+	all := make([]endpointModel, len(ln.Endpoints))
+	order := make([]int, len(all))
+	for i := range ln.Endpoints {
+		ep := &ln.Endpoints[i]
+		endpoint := ep.AddrPort().String()
+		all[i] = endpointModel{ip: hostOf(endpoint, ep.IP.Is6()), port: int(ep.Port), local: ep.Local, endpoint: endpoint,
+			namespace: namespace, name: svcName, protocol: protocol, portName: portName}
+		order[i] = i
 	}
-	m.clusterEndpoints = conv(tp.ClusterEndpoints)
-	m.localEndpoints = conv(tp.LocalEndpoints)
-	m.reachableEndpoints = conv(tp.ReachableEndpoints)
-	m.hasEndpoints = tp.HasEndpoints
-	m.rejectLocalhostNodePort = m.nodePort != 0 && p.syncer.rejectsLocalhostNodePort(svc.Protocol())
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(all[a].endpoint, all[b].endpoint) })
+	m.reachableEndpoints = make([]*endpointModel, 0, len(all))
+	m.clusterEndpoints = make([]*endpointModel, 0, len(all))
+	m.localEndpoints = make([]*endpointModel, 0, len(all))
+	useCluster, useLocal := ln.UsesClusterEndpoints(), ln.UsesLocalEndpoints()
+	for _, i := range order {
+		e, src := &all[i], &ln.Endpoints[i]
+		m.reachableEndpoints = append(m.reachableEndpoints, e)
+		if useCluster && src.ForCluster {
+			m.clusterEndpoints = append(m.clusterEndpoints, e)
+		}
+		if useLocal && src.ForLocal {
+			m.localEndpoints = append(m.localEndpoints, e)
+		}
+	}
+	m.usesCluster = len(m.clusterEndpoints) > 0
+	m.usesLocal = len(m.localEndpoints) > 0
+	m.rejectLocalhostNodePort = m.nodePort != 0 && p.syncer.rejectsLocalhostNodePort(name.Protocol)
 
 	ss := &syncedService{owner: owner}
-	if p.localhostNodePortProxy != nil && m.nodePort != 0 && svc.Protocol() == v1.ProtocolTCP {
+	if p.localhostNodePortProxy != nil && m.nodePort != 0 && name.Protocol == v1.ProtocolTCP {
 		eps := m.clusterEndpoints
 		if m.externalPolicyLocal {
 			eps = m.localEndpoints
 		}
 		spec := &localnodeportproxy.NodePortSpec{
 			ServicePortName:     name,
-			Protocol:            svc.Protocol(),
+			Protocol:            name.Protocol,
 			NodePort:            m.nodePort,
-			SessionAffinityType: svc.SessionAffinityType(),
-			StickyMaxAgeSeconds: svc.StickyMaxAgeSeconds(),
+			SessionAffinityType: v1.ServiceAffinity(ln.SessionAffinity),
+			StickyMaxAgeSeconds: m.stickySeconds,
 		}
 		for _, ep := range eps {
 			spec.Endpoints = append(spec.Endpoints, ep.endpoint)
@@ -512,18 +535,13 @@ func (p *Proxier) model(name proxy.ServicePortName, svc proxy.ServicePort, tp *p
 	return m, ss
 }
 
-func (p *Proxier) familyIP(ip net.IP) string {
-	if ip == nil || (p.ipFamily == v1.IPv4Protocol) != (ip.To4() != nil) {
-		return ""
+// hostOf returns the address part of an "ip:port" string ("[ip]:port" for
+// IPv6) without allocating: at 10k services a full sync models 100k
+// endpoints, and a second string per endpoint was a measurable share of it.
+func hostOf(endpoint string, is6 bool) string {
+	host := endpoint[:strings.LastIndexByte(endpoint, ':')]
+	if is6 {
+		host = host[1 : len(host)-1]
 	}
-	return ip.String()
-}
-
-// endpointModelOf returns the model of an endpoint ValidEndpoint accepted:
-// precomputed for the proxier's own endpoints, built now for foreign ones.
-func endpointModelOf(ns, svc, portName, protocol string, ep proxy.Endpoint) *endpointModel {
-	if info, ok := ep.(*endpointInfo); ok {
-		return info.model
-	}
-	return newEndpointModel(ns, svc, protocol, portName, net.ParseIP(ep.IP()).String(), ep.Port(), ep.IsLocal())
+	return host
 }
