@@ -9,6 +9,12 @@
 // made by proxy.CategorizeEndpoints, so a library backend sends traffic exactly where the
 // built-in proxiers would.
 //
+// The built-in nftables backend consumes this model too: a sync shell tells it which service
+// ports changed and it converts only those with Computer.ComputeServicePort, so a partial sync
+// costs what the change costs (ComputeUpdate builds a whole State, which is O(services) even
+// when one port changed). Service.InternalNoEndpoints and ExternalNoEndpoints give the
+// brain's reject/drop decision for traffic without an endpoint, so no backend re-decides it.
+//
 // A State is canonical: services are sorted by name and endpoints by address, so two States
 // describing the same thing are Equal and have the same Digest.
 //
