@@ -16,15 +16,26 @@
 //
 // The proxier is a backend of the per-family sync shell (pkg/proxy/syncshell)
 // and is built like the nftables one: the generator (generator.go) renders a
-// service port's rules from its resolved traffic policy and reads no kernel
-// state; the view (view.go) is what the restores put in the kernel, against
+// service port's rules from its node-local model and reads no kernel state; the view (view.go) is what the restores put in the kernel, against
 // which partial syncs are computed; the syncer (syncer.go) is the only part
 // that talks to iptables: jump rules and nfacct counters on full syncs,
 // iptables-save to find leftovers on full syncs, and the restore. A dry run
 // (WithDryRun) gives the syncer an Interface that writes each restore to an
 // io.Writer and reads as an empty kernel (dryrun.go).
 //
+// Model: each re-rendered service port is converted into the library's
+// node-local model (pkg/proxy/localnode, what third-party backends and the
+// nftables backend are handed) with localnode.Computer.ComputeServicePort;
+// the drop/reject decision for traffic without endpoints is read from that
+// Service, not re-decided. Endpoints keep the brain's "ip:port" order in the
+// rules, and SEP chain names hash the model's endpoint as before (model.go).
+// A port whose ServicePort and resolved endpoints are the very same values
+// as at its last rendering (every unchanged port of a full sync) reuses that
+// conversion, and endpoints that stay keep their strings, so full syncs cost
+// what they did before.
+//
 // Allowed imports: the brain (k8s.io/kube-proxy/pkg/proxy and its config,
 // conntrack, healthcheck, metrics, runner, syncshell, util and apis/config packages),
-// pkg/proxy/metaproxier, and k8s.io/net-utils. Never another backend.
+// the library's node-local model pkg/proxy/localnode, pkg/proxy/metaproxier,
+// and k8s.io/net-utils. Never another backend.
 package iptables

@@ -3,21 +3,21 @@
 package iptables
 
 import (
-	"fmt"
 	"net"
 	"strconv"
+	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
-// generator turns the proxier's settings and each service port's resolved
-// traffic policy into iptables-restore lines. It reads no kernel state and
+// generator turns the proxier's settings and each service port's node-local
+// model (pkg/proxy/localnode) into iptables-restore lines. It reads no kernel state and
 // remembers nothing of earlier syncs (beyond a memo of probability strings),
 // so what it writes depends only on its arguments and fields.
 type generator struct {
@@ -74,6 +74,11 @@ type portRules struct {
 	// which are written only when the port is re-rendered.
 	chains   []utiliptables.Chain
 	ownRules int
+
+	// model is what the port was last rendered from, kept so that an
+	// unchanged port is not converted again and endpoints that stay keep
+	// their strings.
+	model portModel
 }
 
 // probability returns the --probability argument for choosing one of n
@@ -178,11 +183,11 @@ func (g *generator) end(t *tables, nodeIPs []net.IP) {
 		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 }
 
-// portShape is what a resolved traffic policy makes of one service port:
+// portShape is what the node-local model makes of one service port:
 // which of its own chains exist and where each kind of traffic goes.
 type portShape struct {
 	info *servicePortInfo
-	tp   *proxy.TrafficPolicy
+	m    *portModel
 
 	internalChain       utiliptables.Chain // SVC or SVL, for cluster IP traffic
 	externalPolicyChain utiliptables.Chain // SVC or SVL, behind the EXT chain
@@ -198,52 +203,54 @@ type portShape struct {
 	externalTarget, externalComment string
 }
 
-func shapeOf(info *servicePortInfo, tp *proxy.TrafficPolicy) portShape {
+func shapeOf(info *servicePortInfo, m *portModel) portShape {
+	hasEndpoints := m.ln.HasAnyEndpoints
 	s := portShape{
 		info:                info,
-		tp:                  tp,
+		m:                   m,
 		internalChain:       info.clusterPolicyChain,
 		externalPolicyChain: info.clusterPolicyChain,
 		lbChain:             info.externalChain,
-		forwardInternal:     tp.Internal == proxy.Forward,
-		forwardExternal:     tp.External == proxy.Forward,
+		forwardInternal:     m.internal == proxy.Forward,
+		forwardExternal:     m.external == proxy.Forward,
 		// The EXT chain is needed whenever anything is reachable, even with
 		// no externally usable endpoints: it short-circuits pod and host
 		// traffic.
-		usesExtChain: tp.HasEndpoints && info.ExternallyAccessible(),
+		usesExtChain: hasEndpoints && info.ExternallyAccessible(),
 		lbVIPs:       info.LoadBalancerVIPs(),
 	}
-	if tp.InternalLocal {
+	if m.ln.InternalPolicy == localnode.PolicyLocal {
 		s.internalChain = info.localPolicyChain
 	}
-	if tp.ExternalLocal {
+	if m.ln.ExternalPolicy == localnode.PolicyLocal {
 		s.externalPolicyChain = info.localPolicyChain
 	}
-	s.usesFWChain = tp.HasEndpoints && len(s.lbVIPs) > 0 && len(info.LoadBalancerSourceRanges()) > 0
+	s.usesFWChain = hasEndpoints && len(s.lbVIPs) > 0 && len(info.LoadBalancerSourceRanges()) > 0
 	if s.usesFWChain {
 		s.lbChain = info.firewallChain
 	}
 	// With no endpoints at all the filter table rejects, so clients fail
 	// fast instead of timing out; with endpoints only elsewhere it drops.
-	s.internalTarget, s.internalComment = info.filterVerdict(tp.Internal)
-	s.externalTarget, s.externalComment = info.filterVerdict(tp.External)
+	s.internalTarget, s.internalComment = info.filterVerdict(m.internal)
+	s.externalTarget, s.externalComment = info.filterVerdict(m.external)
 	return s
 }
 
 // servicePort renders r from scratch for one service port: its rules in the
 // top-level chains go to r.filter and r.dispatch, its own chains to
-// t.natChains and t.natRules. A port without a policy (ValidServicePort
-// refused it) gets no rules, so all its chains become stale.
-func (g *generator) servicePort(t *tables, r *portRules, info *servicePortInfo, tp *proxy.TrafficPolicy) {
+// t.natChains and t.natRules, from the port's node-local model m. A port
+// without one (ValidServicePort refused it) gets no rules, so all its chains
+// become stale.
+func (g *generator) servicePort(t *tables, r *portRules, info *servicePortInfo, m *portModel) {
 	r.info = info
 	r.filter.reset()
 	r.dispatch.reset()
 	r.chains = r.chains[:0]
 	r.ownRules = 0
-	if info == nil || tp == nil {
+	if info == nil || m == nil {
 		return
 	}
-	s := shapeOf(info, tp)
+	s := shapeOf(info, m)
 	g.frontends(r, &s)
 	before := t.natRules.lines
 	g.ownChains(t, r, &s)
@@ -255,7 +262,7 @@ func (g *generator) servicePort(t *tables, r *portRules, info *servicePortInfo, 
 // what has no endpoint to go to.
 func (g *generator) frontends(r *portRules, s *portShape) {
 	info, proto, port := s.info, s.info.protocol, s.info.port
-	hasEndpoints := s.tp.HasEndpoints
+	hasEndpoints := s.m.ln.HasAnyEndpoints
 	d, f := &r.dispatch, &r.filter
 
 	if s.forwardInternal {
@@ -312,7 +319,7 @@ func (g *generator) frontends(r *portRules, s *portShape) {
 
 func (g *generator) nodePort(r *portRules, s *portShape) {
 	info, proto := s.info, s.info.protocol
-	if s.tp.HasEndpoints {
+	if s.m.ln.HasAnyEndpoints {
 		if g.localhostNodePorts && !g.ipv6 && g.counters.localhostAccepted {
 			r.dispatch.line("-A", string(kubeNodePortsChain), "-m", "comment", "--comment", info.nameString,
 				"-m", proto, "-p", proto, "-d", "127.0.0.0/8", "--dport", info.nodePort,
@@ -347,15 +354,15 @@ func (g *generator) ownChains(t *tables, r *portRules, s *portShape) {
 		r.declare(t, info.firewallChain)
 		g.firewallChain(nr, s)
 	}
-	if s.tp.UsesClusterEndpoints {
+	if len(s.m.cluster) > 0 {
 		r.declare(t, info.clusterPolicyChain)
-		g.policyChain(nr, info, info.clusterPolicyChain, s.tp.ClusterEndpoints)
+		g.policyChain(nr, s.m, info.clusterPolicyChain, s.m.cluster)
 	}
-	if s.tp.UsesLocalEndpoints {
+	if len(s.m.local) > 0 {
 		r.declare(t, info.localPolicyChain)
-		g.policyChain(nr, info, info.localPolicyChain, s.tp.LocalEndpoints)
+		g.policyChain(nr, s.m, info.localPolicyChain, s.m.local)
 	}
-	g.endpointChains(t, r, info, s.tp.ReachableEndpoints)
+	g.endpointChains(t, r, info, s.m)
 }
 
 // clusterIPMasquerade marks cluster IP traffic for masquerading when it
@@ -378,7 +385,7 @@ func (g *generator) clusterIPMasquerade(nr *ruleBuf, s *portShape) {
 
 func (g *generator) externalChain(nr *ruleBuf, s *portShape) {
 	info, ext := s.info, string(s.info.externalChain)
-	if !info.ExternalPolicyLocal() {
+	if s.m.ln.ExternalPolicy != localnode.PolicyLocal {
 		// Endpoints may be on other nodes; replies must come back here.
 		nr.line("-A", ext, "-m", "comment", "--comment", info.commentMasqExt, "-j", string(kubeMarkMasqChain))
 	} else {
@@ -425,12 +432,12 @@ func (g *generator) firewallChain(nr *ruleBuf, s *portShape) {
 }
 
 // endpointChains writes one SEP chain per reachable endpoint.
-func (g *generator) endpointChains(t *tables, r *portRules, info *servicePortInfo, reachable []proxy.Endpoint) {
+func (g *generator) endpointChains(t *tables, r *portRules, info *servicePortInfo, m *portModel) {
 	nr, proto := &t.natRules, info.protocol
-	affinity := info.SessionAffinityType() == v1.ServiceAffinityClientIP
-	for _, ep := range reachable {
-		epInfo := ep.(*endpointInfo) // ValidEndpoint guarantees the type
-		c := epInfo.chainName
+	affinity := m.ln.SessionAffinity == localnode.AffinityClientIP
+	for i := range m.reachable {
+		ep := &m.reachable[i]
+		c := ep.chain
 		r.declare(t, c)
 		// Hairpin: an endpoint reaching itself through the service must be
 		// masqueraded or it would answer itself directly.
@@ -438,7 +445,7 @@ func (g *generator) endpointChains(t *tables, r *portRules, info *servicePortInf
 		if !g.large {
 			nr.more("-m", "comment", "--comment", info.nameString)
 		}
-		nr.more("-s", epInfo.IP(), "-j", string(kubeMarkMasqChain))
+		nr.more("-s", ep.ip, "-j", string(kubeMarkMasqChain))
 		nr.end()
 		nr.start("-A", string(c))
 		if !g.large {
@@ -447,37 +454,35 @@ func (g *generator) endpointChains(t *tables, r *portRules, info *servicePortInf
 		if affinity {
 			nr.more("-m", "recent", "--name", string(c), "--set")
 		}
-		nr.more("-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", epInfo.String())
+		nr.more("-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", ep.endpoint)
 		nr.end()
 	}
 }
 
 // policyChain fills a SVC or SVL chain: first the affinity checks, then a
 // cascade of random matches giving each endpoint an equal share.
-func (g *generator) policyChain(nr *ruleBuf, info *servicePortInfo, chain utiliptables.Chain, endpoints []proxy.Endpoint) {
-	if info.SessionAffinityType() == v1.ServiceAffinityClientIP {
-		seconds := fmt.Sprint(info.StickyMaxAgeSeconds())
+func (g *generator) policyChain(nr *ruleBuf, m *portModel, chain utiliptables.Chain, endpoints []*sepInfo) {
+	if m.ln.SessionAffinity == localnode.AffinityClientIP {
+		seconds := strconv.FormatInt(int64(m.ln.AffinityTimeout/time.Second), 10)
 		for _, ep := range endpoints {
-			epInfo := ep.(*endpointInfo)
 			nr.start("-A", string(chain))
 			if !g.large {
-				nr.more("-m", "comment", "--comment", epInfo.comment)
+				nr.more("-m", "comment", "--comment", ep.comment)
 			}
-			nr.more("-m", "recent", "--name", string(epInfo.chainName), "--rcheck", "--seconds", seconds, "--reap", "-j", string(epInfo.chainName))
+			nr.more("-m", "recent", "--name", string(ep.chain), "--rcheck", "--seconds", seconds, "--reap", "-j", string(ep.chain))
 			nr.end()
 		}
 	}
 	n := len(endpoints)
 	for i, ep := range endpoints {
-		epInfo := ep.(*endpointInfo)
 		nr.start("-A", string(chain))
 		if !g.large {
-			nr.more("-m", "comment", "--comment", epInfo.comment)
+			nr.more("-m", "comment", "--comment", ep.comment)
 		}
 		if i < n-1 {
 			nr.more("-m", "statistic", "--mode", "random", "--probability", g.probability(n-i))
 		}
-		nr.more("-j", string(epInfo.chainName))
+		nr.more("-j", string(ep.chain))
 		nr.end()
 	}
 }

@@ -19,6 +19,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
@@ -103,6 +104,10 @@ type Proxier struct {
 	view   *view
 	syncer *syncer
 	tables tables
+	// local converts changed service ports into the library's node-local
+	// model, which the generator renders; scratch is its reused space.
+	local   *localnode.Computer
+	scratch modelScratch
 
 	// Constant after construction.
 	syncPeriod        time.Duration
@@ -178,6 +183,7 @@ func NewProxierWithOptions(ctx context.Context,
 		ipFamily:          ipFamily,
 		gen:               gen,
 		view:              newView(),
+		local:             localnode.NewComputer(localnode.Family(ipFamily)),
 		syncer:            &syncer{ipt: kernel, nfacct: o.nfacct, family: string(ipFamily), logger: logger},
 		nodePortAddresses: host.nodePortAddresses,
 		networkInterfacer: o.networkInterfacer,
@@ -188,7 +194,7 @@ func NewProxierWithOptions(ctx context.Context,
 	// timer, detects rules flushed behind our back.
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
 		healthzServer, o.serviceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
-	shellOpts.MakeServicePort, shellOpts.MakeEndpoint = newServiceInfo, newEndpointInfo
+	shellOpts.MakeServicePort = newServiceInfo
 	shellOpts.Logger, shellOpts.OnSync = &logger, o.syncHook
 	p.syncPeriod = shellOpts.RetryInterval
 	logger.V(2).Info("Iptables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", p.syncPeriod, "maxSyncPeriod", shellOpts.MaxInterval)
@@ -383,36 +389,4 @@ func safeForRules(s string) bool {
 		}
 	}
 	return true
-}
-
-// endpointInfo is the proxier's Endpoint: the brain's info plus the SEP
-// chain name (a SHA-256 per endpoint, so worth computing once).
-type endpointInfo struct {
-	*proxy.BaseEndpointInfo
-
-	chainName utiliptables.Chain
-	// invalid, if non-empty, says why this endpoint may not be used.
-	invalid string
-	// comment is `"ns/svc:port -> ip:port"`, the SVC-chain rule comment.
-	comment string
-}
-
-// newEndpointInfo is the tracker's makeEndpointFunc.
-func newEndpointInfo(base *proxy.BaseEndpointInfo, svcPortName *proxy.ServicePortName) proxy.Endpoint {
-	nameString := svcPortName.String()
-	ep := &endpointInfo{
-		BaseEndpointInfo: base,
-		chainName:        endpointChainName(nameString, strings.ToLower(string(svcPortName.Protocol)), base.String()),
-	}
-	if ip := net.ParseIP(base.IP()); ip == nil {
-		ep.invalid = fmt.Sprintf("invalid IP %q", base.IP())
-	} else if base.Port() <= 0 || base.Port() > 65535 {
-		ep.invalid = fmt.Sprintf("port %d out of range", base.Port())
-	} else if !safeForRules(nameString) {
-		ep.invalid = "service port name contains characters that cannot be written into an iptables comment"
-	}
-	if ep.invalid == "" {
-		ep.comment = `"` + nameString + ` -> ` + base.String() + `"`
-	}
-	return ep
 }

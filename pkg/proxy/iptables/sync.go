@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -25,8 +26,8 @@ var (
 )
 
 // Sync implements syncshell.Backend; see syncProxyRules.
-func (b *rulesBackend) Sync(_ context.Context, u *syncshell.Update) (syncshell.Outcome, error) {
-	return (*Proxier)(b).syncProxyRules(u)
+func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell.Outcome, error) {
+	return (*Proxier)(b).syncProxyRules(ctx, u)
 }
 
 // ValidServicePort leaves out service ports no rule can be written for.
@@ -43,24 +44,36 @@ func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.Se
 	return false
 }
 
-// ValidEndpoint leaves out endpoints no rule can be written for.
+// ValidEndpoint leaves out endpoints no rule can be written for. Only the
+// tracker's own endpoints are accepted: the generator reuses what it
+// derived from an endpoint for as long as the very same value stays.
 func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	e, ok := ep.(*endpointInfo)
+	_, ok := ep.(*proxy.BaseEndpointInfo)
+	reason := ""
 	switch {
 	case !ok:
 		b.logger.Error(nil, "Skipping endpoint of unexpected type", "servicePortName", name.String(), "endpoint", ep.String(), "type", fmt.Sprintf("%T", ep))
-	case e.invalid != "":
-		b.logger.Error(nil, "Skipping endpoint with invalid data", "servicePortName", name.String(), "endpoint", ep.String(), "reason", e.invalid)
+		return false
+	case !validAddr(ep.IP()):
+		reason = fmt.Sprintf("invalid IP %q", ep.IP())
+	case ep.Port() <= 0 || ep.Port() > 65535:
+		reason = fmt.Sprintf("port %d out of range", ep.Port())
 	default:
 		return true
 	}
+	b.logger.Error(nil, "Skipping endpoint with invalid data", "servicePortName", name.String(), "endpoint", ep.String(), "reason", reason)
 	return false
+}
+
+func validAddr(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 // syncProxyRules is the only place rules are written (apart from cleanup):
 // the generator renders what changed, the view decides what of it the
 // restore must hold, and the syncer applies it.
-func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, retErr error) {
+func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out syncshell.Outcome, retErr error) {
 	endpoints := countEndpoints(u)
 	full := u.Full
 	if large := endpoints > largeClusterEndpointsThreshold; large != p.gen.large {
@@ -88,7 +101,7 @@ func (p *Proxier) syncProxyRules(u *syncshell.Update) (out syncshell.Outcome, re
 	t := &p.tables
 	p.view.syncPorts(u)
 	p.gen.begin(t)
-	skippedRules := p.renderPorts(t, u, full)
+	skippedRules := p.renderPorts(ctx, t, u, full)
 	stale := p.staleChains(full)
 	for _, c := range stale {
 		t.natChains.chainLine(c)
@@ -135,7 +148,7 @@ func (p *Proxier) syncFailed(full bool) {
 // renderPorts adds every service port's rules to t in order: re-rendered
 // if the port changed (or on a full sync), else as last rendered. It
 // returns how many rules of the ports' own chains it left out.
-func (p *Proxier) renderPorts(t *tables, u *syncshell.Update, full bool) (skippedRules int) {
+func (p *Proxier) renderPorts(ctx context.Context, t *tables, u *syncshell.Update, full bool) (skippedRules int) {
 	for _, name := range p.view.order {
 		svc, ok := u.Services[name]
 		if !ok {
@@ -145,7 +158,11 @@ func (p *Proxier) renderPorts(t *tables, u *syncshell.Update, full bool) (skippe
 		r := p.view.ports[name]
 		if full || u.Changed(name.NamespacedName) || r == nil || r.info != info {
 			r = p.view.beginRender(name)
-			p.gen.servicePort(t, r, info, u.Policy(name))
+			var m *portModel
+			if tp := u.Policy(name); info != nil && tp != nil {
+				m = p.portModel(ctx, r, name, info, tp)
+			}
+			p.gen.servicePort(t, r, info, m)
 			p.view.endRender(name, r)
 		} else {
 			skippedRules += r.ownRules

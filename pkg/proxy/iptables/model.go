@@ -1,0 +1,162 @@
+//go:build linux
+
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
+	utiliptables "k8s.io/net-utils/iptables"
+)
+
+// portModel is what the generator renders one service port from: the
+// library's node-local model of the port (the same value third-party
+// backends and the nftables backend are handed) plus the per-endpoint
+// strings the rules need, endpoints in the brain's "ip:port" order, which
+// the SEP chains and the probability cascades follow.
+type portModel struct {
+	// info and tp are the inputs ln was computed from, so that a port
+	// re-rendered with the same inputs (every port of a full sync) is not
+	// converted again.
+	info *servicePortInfo
+	tp   *proxy.TrafficPolicy
+
+	ln                 localnode.Service
+	internal, external proxy.NoEndpointsAction
+	// reachable is one entry per endpoint of ln; cluster and local point
+	// into it and are empty when the port does not use that policy.
+	reachable      []sepInfo
+	cluster, local []*sepInfo
+}
+
+// sepInfo is one endpoint's strings: a SHA-256 per endpoint goes into the
+// chain name, so they are kept across syncs while the endpoint stays.
+type sepInfo struct {
+	endpoint string // "ip:port", IPv6 bracketed
+	ip       string // a substring of endpoint
+	chain    utiliptables.Chain
+	comment  string // `"ns/svc:port -> ip:port"`
+}
+
+// modelScratch is reused by every conversion, so sorting endpoints into the
+// brain's order allocates nothing.
+type modelScratch struct {
+	text  []byte
+	spans [][2]int
+	order []int
+}
+
+// portModel returns the model to render name from, converting it through
+// localnode.Computer.ComputeServicePort unless the port's ServicePort and
+// resolved policy are the very ones the previous model came from. It
+// returns nil for a port the node-local model leaves out (logged there).
+func (p *Proxier) portModel(ctx context.Context, r *portRules, name proxy.ServicePortName, info *servicePortInfo, tp *proxy.TrafficPolicy) *portModel {
+	m := &r.model
+	if m.info == info && m.tp != nil && samePolicy(m.tp, tp) {
+		m.tp = tp
+		return m
+	}
+	ln, ok := p.local.ComputeServicePort(ctx, name, info, tp)
+	if !ok {
+		*m = portModel{}
+		return nil
+	}
+	old := m.reachable
+	*m = portModel{info: info, tp: tp, ln: ln, internal: ln.InternalNoEndpoints(), external: ln.ExternalNoEndpoints()}
+
+	// The node-local model sorts endpoints by address; the rules list them
+	// by their "ip:port" text, as the brain does, which goldens and upstream
+	// parity follow.
+	sc := &p.scratch
+	sc.text, sc.spans, sc.order = sc.text[:0], sc.spans[:0], sc.order[:0]
+	for i := range ln.Endpoints {
+		start := len(sc.text)
+		sc.text = ln.Endpoints[i].AddrPort().AppendTo(sc.text)
+		sc.spans = append(sc.spans, [2]int{start, len(sc.text)})
+		sc.order = append(sc.order, i)
+	}
+	text := func(i int) []byte { return sc.text[sc.spans[i][0]:sc.spans[i][1]] }
+	slices.SortFunc(sc.order, func(a, b int) int { return bytes.Compare(text(a), text(b)) })
+
+	n := len(ln.Endpoints)
+	if n == 0 {
+		return m
+	}
+	m.reachable = make([]sepInfo, n)
+	byPolicy := make([]*sepInfo, 0, 2*n)
+	useCluster, useLocal := ln.UsesClusterEndpoints(), ln.UsesLocalEndpoints()
+	// old is in the same order, so one merge pass finds the endpoints that
+	// stayed and keeps their strings.
+	j := 0
+	for k, i := range sc.order {
+		t := text(i)
+		for j < len(old) && old[j].endpoint < string(t) {
+			j++
+		}
+		if j < len(old) && old[j].endpoint == string(t) {
+			m.reachable[k] = old[j]
+			j++
+		} else {
+			m.reachable[k] = newSEPInfo(info, string(t), ln.Endpoints[i].IP.Is6())
+		}
+	}
+	for k, i := range sc.order {
+		if useCluster && ln.Endpoints[i].ForCluster {
+			byPolicy = append(byPolicy, &m.reachable[k])
+		}
+	}
+	m.cluster = byPolicy[:len(byPolicy):len(byPolicy)]
+	for k, i := range sc.order {
+		if useLocal && ln.Endpoints[i].ForLocal {
+			byPolicy = append(byPolicy, &m.reachable[k])
+		}
+	}
+	m.local = byPolicy[len(m.cluster):]
+	return m
+}
+
+func newSEPInfo(info *servicePortInfo, endpoint string, is6 bool) sepInfo {
+	ip := endpoint[:strings.LastIndexByte(endpoint, ':')]
+	if is6 {
+		ip = ip[1 : len(ip)-1]
+	}
+	return sepInfo{
+		endpoint: endpoint,
+		ip:       ip,
+		chain:    endpointChainName(info.nameString, info.protocol, endpoint),
+		comment:  `"` + info.nameString + ` -> ` + endpoint + `"`,
+	}
+}
+
+// samePolicy reports whether b resolves to what a did: the same decisions
+// over the very same endpoint values. The tracker replaces an endpoint when
+// it changes and never modifies one, so identity is enough; endpoints of
+// other types are never taken as unchanged.
+func samePolicy(a, b *proxy.TrafficPolicy) bool {
+	if a == b {
+		return true
+	}
+	return a.HasEndpoints == b.HasEndpoints && a.InternalLocal == b.InternalLocal && a.ExternalLocal == b.ExternalLocal &&
+		a.Internal == b.Internal && a.External == b.External &&
+		a.UsesClusterEndpoints == b.UsesClusterEndpoints && a.UsesLocalEndpoints == b.UsesLocalEndpoints &&
+		sameEndpoints(a.ClusterEndpoints, b.ClusterEndpoints) && sameEndpoints(a.LocalEndpoints, b.LocalEndpoints) &&
+		sameEndpoints(a.ReachableEndpoints, b.ReachableEndpoints)
+}
+
+func sameEndpoints(a, b []proxy.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, ok := a[i].(*proxy.BaseEndpointInfo)
+		y, ok2 := b[i].(*proxy.BaseEndpointInfo)
+		if !ok || !ok2 || x != y {
+			return false
+		}
+	}
+	return true
+}
