@@ -16,8 +16,18 @@ import (
 // for both IP families (where the iptables binaries exist). Kubelet's
 // KUBE-FIREWALL chain and its jumps are left alone. It returns true if an
 // error was encountered; errors are logged.
+//
+// With both iptables backends installed it cleans the one that holds the
+// host's rules (utiliptables.ChooseBackend in auto mode, as kube-proxy
+// itself runs): cleaning the plain `iptables` one would miss rules left in
+// the other.
 func CleanupLeftovers(ctx context.Context) (encounteredError bool) {
-	for _, ipt := range utiliptables.NewBestEffort() {
+	choice, err := utiliptables.ChooseBackend(ctx, utiliptables.BackendModeAuto)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot tell which iptables backend holds kube-proxy's rules; nothing cleaned up")
+		return true
+	}
+	for _, ipt := range utiliptables.NewBestEffortWithBackend(choice.Backend) {
 		if cleanupLeftoversForFamily(ctx, ipt) {
 			encounteredError = true
 		}
