@@ -77,8 +77,9 @@ type portRules struct {
 
 	// model is what the port was last rendered from, kept so that an
 	// unchanged port is not converted again and endpoints that stay keep
-	// their strings.
-	model portModel
+	// their strings. A pointer keeps portRules small: partial syncs walk
+	// every port's rules, and only re-rendered ones need the model.
+	model *portModel
 }
 
 // probability returns the --probability argument for choosing one of n

@@ -55,7 +55,10 @@ type modelScratch struct {
 // resolved policy are the very ones the previous model came from. It
 // returns nil for a port the node-local model leaves out (logged there).
 func (p *Proxier) portModel(ctx context.Context, r *portRules, name proxy.ServicePortName, info *servicePortInfo, tp *proxy.TrafficPolicy) *portModel {
-	m := &r.model
+	if r.model == nil {
+		r.model = &portModel{}
+	}
+	m := r.model
 	if m.info == info && m.tp != nil && samePolicy(m.tp, tp) {
 		m.tp = tp
 		return m

@@ -39,10 +39,10 @@ func TestPortModel(t *testing.T) {
 			model := func() *portModel {
 				t.Helper()
 				r := env.p.view.ports[name]
-				if r == nil || r.model.info == nil {
+				if r == nil || r.model == nil || r.model.info == nil {
 					t.Fatalf("no model for %s", name)
 				}
-				return &r.model
+				return r.model
 			}
 			endpoints := func(m *portModel) []string {
 				var out []string

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -44,30 +43,17 @@ func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.Se
 	return false
 }
 
-// ValidEndpoint leaves out endpoints no rule can be written for. Only the
-// tracker's own endpoints are accepted: the generator reuses what it
-// derived from an endpoint for as long as the very same value stays.
+// ValidEndpoint leaves out endpoints no rule can be written for. The
+// tracker's own endpoints are valid by construction (it parses every
+// address and range-checks every port), so a type check is all a full sync
+// pays per endpoint; other types are refused, since the generator reuses
+// what it derived from an endpoint for as long as the very same value stays.
 func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	_, ok := ep.(*proxy.BaseEndpointInfo)
-	reason := ""
-	switch {
-	case !ok:
-		b.logger.Error(nil, "Skipping endpoint of unexpected type", "servicePortName", name.String(), "endpoint", ep.String(), "type", fmt.Sprintf("%T", ep))
-		return false
-	case !validAddr(ep.IP()):
-		reason = fmt.Sprintf("invalid IP %q", ep.IP())
-	case ep.Port() <= 0 || ep.Port() > 65535:
-		reason = fmt.Sprintf("port %d out of range", ep.Port())
-	default:
+	if _, ok := ep.(*proxy.BaseEndpointInfo); ok {
 		return true
 	}
-	b.logger.Error(nil, "Skipping endpoint with invalid data", "servicePortName", name.String(), "endpoint", ep.String(), "reason", reason)
+	b.logger.Error(nil, "Skipping endpoint of unexpected type", "servicePortName", name.String(), "endpoint", ep.String(), "type", fmt.Sprintf("%T", ep))
 	return false
-}
-
-func validAddr(s string) bool {
-	_, err := netip.ParseAddr(s)
-	return err == nil
 }
 
 // syncProxyRules is the only place rules are written (apart from cleanup):
