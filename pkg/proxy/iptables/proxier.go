@@ -71,20 +71,10 @@ func NewDualStackProxierWithOptions(
 	initOnly bool,
 	opts ...Option,
 ) (proxy.Provider, error) {
-	ipv4, err := NewProxierWithOptions(ctx, config, v1.IPv4Protocol, ipts[v1.IPv4Protocol], sysctl,
-		localDetectors[v1.IPv4Protocol], nodeName, nodeIPs[v1.IPv4Protocol], recorder, healthzServer, initOnly, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("creating the IPv4 iptables proxier: %w", err)
-	}
-	ipv6, err := NewProxierWithOptions(ctx, config, v1.IPv6Protocol, ipts[v1.IPv6Protocol], sysctl,
-		localDetectors[v1.IPv6Protocol], nodeName, nodeIPs[v1.IPv6Protocol], recorder, healthzServer, initOnly, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("creating the IPv6 iptables proxier: %w", err)
-	}
-	if initOnly {
-		return nil, nil
-	}
-	return metaproxier.NewMetaProxier(ipv4, ipv6), nil
+	return metaproxier.NewDualStack(initOnly, func(family v1.IPFamily) (*Proxier, error) {
+		return NewProxierWithOptions(ctx, config, family, ipts[family], sysctl, localDetectors[family], nodeName, nodeIPs[family],
+			recorder, healthzServer, initOnly, opts...)
+	})
 }
 
 // Proxier is the iptables proxier for one IP family. It implements

@@ -1,6 +1,8 @@
 package metaproxier
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
@@ -117,4 +119,23 @@ func (m *metaProxier) OnTopologyChange(topologyLabels map[string]string) {
 func (m *metaProxier) OnServiceCIDRsChanged(cidrs []string) {
 	m.ipv4Proxier.OnServiceCIDRsChanged(cidrs)
 	m.ipv6Proxier.OnServiceCIDRsChanged(cidrs)
+}
+
+// NewDualStack builds one proxier per IP family with newProxier and returns
+// a MetaProxier over them: the body every backend's NewDualStackProxier
+// shares. With initOnly the constructors only prepare the host, and so does
+// NewDualStack: it returns (nil, nil).
+func NewDualStack[P proxy.Provider](initOnly bool, newProxier func(v1.IPFamily) (P, error)) (proxy.Provider, error) {
+	ipv4, err := newProxier(v1.IPv4Protocol)
+	if err != nil {
+		return nil, fmt.Errorf("creating the IPv4 proxier: %w", err)
+	}
+	ipv6, err := newProxier(v1.IPv6Protocol)
+	if err != nil {
+		return nil, fmt.Errorf("creating the IPv6 proxier: %w", err)
+	}
+	if initOnly {
+		return nil, nil
+	}
+	return NewMetaProxier(ipv4, ipv6), nil
 }

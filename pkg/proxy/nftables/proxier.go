@@ -65,18 +65,9 @@ func NewDualStackProxierWithOptions(
 	if applyOptions(opts).nft != nil {
 		return nil, fmt.Errorf("nftables: WithNFTables names one family's table; build each family with NewProxierWithOptions")
 	}
-	ipv4Proxier, err := NewProxierWithOptions(ctx, config, v1.IPv4Protocol, localDetectors[v1.IPv4Protocol], nodeName, nodeIPs[v1.IPv4Protocol], recorder, healthzServer, initOnly, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("unable to create ipv4 proxier: %w", err)
-	}
-	ipv6Proxier, err := NewProxierWithOptions(ctx, config, v1.IPv6Protocol, localDetectors[v1.IPv6Protocol], nodeName, nodeIPs[v1.IPv6Protocol], recorder, healthzServer, initOnly, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("unable to create ipv6 proxier: %w", err)
-	}
-	if initOnly {
-		return nil, nil
-	}
-	return metaproxier.NewMetaProxier(ipv4Proxier, ipv6Proxier), nil
+	return metaproxier.NewDualStack(initOnly, func(family v1.IPFamily) (*Proxier, error) {
+		return NewProxierWithOptions(ctx, config, family, localDetectors[family], nodeName, nodeIPs[family], recorder, healthzServer, initOnly, opts...)
+	})
 }
 
 // Proxier is an nftables-based proxy for one IP family. The embedded Shell
