@@ -13,13 +13,13 @@ import (
 )
 
 // nodeRecorder is a recorder that also implements NodeHandler.
-type nodeRecorder struct{ recorder }
+type nodeRecorder struct{ st.Recorder }
 
 func (r *nodeRecorder) OnNodeChange(n *v1.Node) {
-	r.add("node-change %s zone=%s", n.Name, n.Labels[v1.LabelTopologyZone])
+	r.Add("node-change %s zone=%s", n.Name, n.Labels[v1.LabelTopologyZone])
 }
-func (r *nodeRecorder) OnNodeDelete(n *v1.Node) { r.add("node-delete %s", n.Name) }
-func (r *nodeRecorder) OnNodeSynced()           { r.add("node-synced") }
+func (r *nodeRecorder) OnNodeDelete(n *v1.Node) { r.Add("node-delete %s", n.Name) }
+func (r *nodeRecorder) OnNodeSynced()           { r.Add("node-synced") }
 
 var _ NodeHandler = &nodeRecorder{}
 
@@ -65,13 +65,13 @@ func TestStaticDeliversNode(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- s.Run(ctx, r) }()
-			waitFor(t, &r.recorder, "node-synced")
-			got := r.take()
+			waitFor(t, &r.Recorder, "node-synced")
+			got := r.Take()
 			if diff := cmp.Diff(append([]string{"svc-synced", "slices-synced"}, tc.wantInitial...), got); diff != "" {
 				t.Errorf("initial events (-want +got):\n%s", diff)
 			}
 			tc.steps(s)
-			if diff := cmp.Diff(tc.want, r.take()); diff != "" {
+			if diff := cmp.Diff(tc.want, r.Take()); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 			cancel()
@@ -124,10 +124,10 @@ func TestKubernetesDeliversNode(t *testing.T) {
 					t.Error(err)
 				}
 			})
-			waitFor(t, &r.recorder, "node-synced")
-			waitFor(t, &r.recorder, "slices-synced")
+			waitFor(t, &r.Recorder, "node-synced")
+			waitFor(t, &r.Recorder, "slices-synced")
 			var got []string
-			for _, e := range r.take() {
+			for _, e := range r.Take() {
 				if e[:4] == "node" {
 					got = append(got, e)
 				}
@@ -141,7 +141,7 @@ func TestKubernetesDeliversNode(t *testing.T) {
 			if err := client.CoreV1().Nodes().Delete(context.Background(), tc.nodeName, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, &r.recorder, "node-delete "+tc.nodeName)
+			waitFor(t, &r.Recorder, "node-delete "+tc.nodeName)
 		})
 	}
 }

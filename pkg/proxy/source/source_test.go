@@ -2,15 +2,10 @@ package source
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,46 +16,7 @@ import (
 )
 
 // recorder is a Handler writing each event as a line.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (r *recorder) add(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.events
-	r.events = nil
-	return e
-}
-
-func (r *recorder) snapshot() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
-
-func (r *recorder) OnServiceAdd(s *v1.Service)       { r.add("svc-add %s/%s", s.Namespace, s.Name) }
-func (r *recorder) OnServiceUpdate(_, s *v1.Service) { r.add("svc-update %s/%s", s.Namespace, s.Name) }
-func (r *recorder) OnServiceDelete(s *v1.Service)    { r.add("svc-delete %s/%s", s.Namespace, s.Name) }
-func (r *recorder) OnServiceSynced()                 { r.add("svc-synced") }
-func (r *recorder) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
-	r.add("slice-add %s/%s", s.Namespace, s.Name)
-}
-func (r *recorder) OnEndpointSliceUpdate(_, s *discovery.EndpointSlice) {
-	r.add("slice-update %s/%s", s.Namespace, s.Name)
-}
-func (r *recorder) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
-	r.add("slice-delete %s/%s", s.Namespace, s.Name)
-}
-func (r *recorder) OnEndpointSlicesSynced()              { r.add("slices-synced") }
-func (r *recorder) OnTopologyChange(l map[string]string) { r.add("topology %v", l) }
+type recorder = st.Recorder
 
 var _ Handler = &recorder{}
 
@@ -132,9 +88,9 @@ func TestStatic(t *testing.T) {
 			done := make(chan error)
 			go func() { done <- s.Run(ctx, r) }()
 			waitFor(t, r, "slices-synced")
-			r.take()
+			r.Take()
 			tc.steps(s)
-			if diff := cmp.Diff(tc.want, r.take()); diff != "" {
+			if diff := cmp.Diff(tc.want, r.Take()); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 			cancel()
@@ -142,7 +98,7 @@ func TestStatic(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.SetService(st.Service("ns", "after", v4))
-			if got := r.take(); len(got) != 0 {
+			if got := r.Take(); len(got) != 0 {
 				t.Errorf("events after Run returned: %v", got)
 			}
 		})
@@ -166,7 +122,7 @@ func TestStaticInitialDelivery(t *testing.T) {
 	go func() { _ = s.Run(ctx, r) }()
 	waitFor(t, r, "topology map[topology.kubernetes.io/zone:z1]")
 	want := []string{"svc-add ns/a", "svc-add ns/b", "svc-synced", "slice-add ns/a-1", "slices-synced", "topology map[topology.kubernetes.io/zone:z1]"}
-	if diff := cmp.Diff(want, r.take()); diff != "" {
+	if diff := cmp.Diff(want, r.Take()); diff != "" {
 		t.Errorf("initial events (-want +got):\n%s", diff)
 	}
 	if s.services[typesNN("ns", "a")].Spec.ClusterIP != "10.0.0.1" {
@@ -179,13 +135,7 @@ func TestStaticInitialDelivery(t *testing.T) {
 
 func waitFor(t *testing.T, r *recorder, event string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.Contains(r.snapshot(), event) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q event; got %v", event, r.snapshot())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	r.WaitFor(t, event)
 }
 
 // TestListOptionsMatchSelection checks that the selectors given to informers select what

@@ -7,62 +7,23 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 
 	"k8s.io/kube-proxy/pkg/proxy/apis"
 	"k8s.io/kube-proxy/pkg/proxy/source"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // recorder is a source.Handler and source.NodeHandler writing each event as a line.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-}
+type recorder struct{ st.Recorder }
 
-func (r *recorder) add(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.events
-	r.events = nil
-	return e
-}
-
-func (r *recorder) has(event string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.events, event)
-}
-
-func (r *recorder) OnServiceAdd(s *v1.Service)       { r.add("svc-add %s/%s", s.Namespace, s.Name) }
-func (r *recorder) OnServiceUpdate(_, s *v1.Service) { r.add("svc-update %s/%s", s.Namespace, s.Name) }
-func (r *recorder) OnServiceDelete(s *v1.Service)    { r.add("svc-delete %s/%s", s.Namespace, s.Name) }
-func (r *recorder) OnServiceSynced()                 { r.add("svc-synced") }
-func (r *recorder) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
-	r.add("slice-add %s/%s", s.Namespace, s.Name)
-}
-func (r *recorder) OnEndpointSliceUpdate(_, s *discovery.EndpointSlice) {
-	r.add("slice-update %s/%s", s.Namespace, s.Name)
-}
-func (r *recorder) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
-	r.add("slice-delete %s/%s", s.Namespace, s.Name)
-}
-func (r *recorder) OnEndpointSlicesSynced()              { r.add("slices-synced") }
-func (r *recorder) OnTopologyChange(l map[string]string) { r.add("topology %v", l) }
-func (r *recorder) OnNodeChange(n *v1.Node)              { r.add("node-change %s", n.Name) }
-func (r *recorder) OnNodeDelete(n *v1.Node)              { r.add("node-delete %s", n.Name) }
-func (r *recorder) OnNodeSynced()                        { r.add("node-synced") }
+func (r *recorder) OnNodeChange(n *v1.Node) { r.Add("node-change %s", n.Name) }
+func (r *recorder) OnNodeDelete(n *v1.Node) { r.Add("node-delete %s", n.Name) }
+func (r *recorder) OnNodeSynced()           { r.Add("node-synced") }
 
 var (
 	_ source.Handler     = &recorder{}
@@ -71,13 +32,7 @@ var (
 
 func waitFor(t *testing.T, r *recorder, event string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !r.has(event) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q event; got %v", event, r.take())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	r.WaitFor(t, event)
 }
 
 func TestManifests(t *testing.T) {
@@ -127,7 +82,7 @@ metadata: {name: node-2, labels: {topology.kubernetes.io/zone: zone-b}}
 	for _, e := range []string{"slices-synced", "svc-synced", "node-synced", "topology map[topology.kubernetes.io/zone:zone-a]"} {
 		waitFor(t, r, e)
 	}
-	got := r.take()
+	got := r.Take()
 	slices.Sort(got)
 	want := []string{"node-change node-1", "node-synced", "slice-add demo/web-1", "slices-synced", "svc-add demo/web",
 		"svc-synced", "topology map[topology.kubernetes.io/zone:zone-a]"}
@@ -144,7 +99,7 @@ metadata: {name: node-2, labels: {topology.kubernetes.io/zone: zone-b}}
 	// This node leaving the files is the Node's deletion, so /healthz stops answering 200.
 	write("nodes.yaml", nodes[strings.Index(nodes, "---"):])
 	waitFor(t, r, "node-delete node-1")
-	for _, e := range r.take() {
+	for _, e := range r.Take() {
 		if strings.Contains(e, "db") || strings.Contains(e, "other") || strings.Contains(e, "node-2") {
 			t.Errorf("filtered object delivered: %s", e)
 		}
