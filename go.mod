@@ -27,6 +27,7 @@ require (
 )
 
 require (
+	github.com/moby/ipvs v1.1.0 // indirect
 	golang.org/x/mod v0.37.0 // indirect
 	golang.org/x/tools v0.47.0 // indirect
 	k8s.io/code-generator v0.37.2 // indirect

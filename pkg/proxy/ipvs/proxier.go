@@ -1,0 +1,364 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	netutils "k8s.io/utils/net"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	utilkernel "k8s.io/kube-proxy/pkg/proxy/util/kernel"
+	utilipset "k8s.io/net-utils/ipset"
+	utiliptables "k8s.io/net-utils/iptables"
+	utilipvs "k8s.io/net-utils/ipvs"
+	utilsysctl "k8s.io/net-utils/sysctl"
+)
+
+const defaultMasqueradeBit = 14
+
+// NewDualStackProxier builds an IPv4 and an IPv6 proxier sharing the IPVS
+// and ipset handles, combined by a metaproxier.
+func NewDualStackProxier(
+	ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipts map[v1.IPFamily]utiliptables.Interface,
+	ipvs utilipvs.Interface,
+	ipset utilipset.Interface,
+	sysctl utilsysctl.Interface,
+	localDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIPs map[v1.IPFamily]net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+) (proxy.Provider, error) {
+	return metaproxier.NewDualStack(initOnly, func(family v1.IPFamily) (*Proxier, error) {
+		return NewProxier(ctx, config, family, ipts[family], ipvs, ipset, sysctl, localDetectors[family],
+			nodeName, nodeIPs[family], recorder, healthzServer, initOnly)
+	})
+}
+
+// Proxier is the IPVS proxier for one IP family. It implements
+// proxy.Provider through the embedded sync shell; its own part is
+// rulesBackend.
+type Proxier struct {
+	*syncshell.Shell
+
+	ipFamily v1.IPFamily
+	ipt      utiliptables.Interface
+	ipvs     utilipvs.Interface
+	ipset    utilipset.Interface
+	// restorer applies a sync's ip set changes with one "ipset restore";
+	// nil when the ipset handle cannot (then one call per entry).
+	restorer utilipset.Restorer
+	netlink  NetLinkHandle
+	sets     [numSets]*IPSet
+	gtm      *GracefulTerminationManager
+
+	// Constant after construction.
+	scheduler         string
+	masqueradeAll     bool
+	masqueradeMark    string
+	localDetector     proxyutil.LocalTrafficDetector
+	nodeIP            net.IP
+	nodePortAddresses *proxyutil.NodePortAddresses
+	networkInterfacer proxyutil.NetworkInterfacer
+	excludeCIDRs      []*net.IPNet
+	logger            klog.Logger
+
+	// st is what the kernel holds, as far as this proxier knows; only
+	// rulesBackend.Sync touches it, and the Shell never runs that
+	// concurrently.
+	st *state
+}
+
+var _ proxy.Provider = &Proxier{}
+
+// NewProxier returns a single-stack IPVS proxier, after setting the sysctls
+// and IPVS timeouts IPVS mode needs. With initOnly it only does that and
+// returns (nil, nil).
+func NewProxier(
+	ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipFamily v1.IPFamily,
+	ipt utiliptables.Interface,
+	ipvs utilipvs.Interface,
+	ipset utilipset.Interface,
+	sysctl utilsysctl.Interface,
+	localDetector proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIP net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+) (*Proxier, error) {
+	return newProxier(ctx, config, ipFamily, ipt, ipvs, ipset, sysctl, localDetector, nodeName, nodeIP,
+		recorder, healthzServer, initOnly, deps{})
+}
+
+// deps are what NewProxier takes from the host and tests replace.
+type deps struct {
+	netlink           NetLinkHandle
+	conntrack         conntrack.Interface
+	serviceHealth     healthcheck.ServiceHealthServer
+	networkInterfacer proxyutil.NetworkInterfacer
+	kernelVersion     func() (*version.Version, error)
+	clock             clock.WithTicker
+	// noGracefulLoop leaves the termination manager's loop to the test.
+	noGracefulLoop bool
+	onSync         func(syncshell.SyncResult)
+}
+
+func newProxier(
+	ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipFamily v1.IPFamily,
+	ipt utiliptables.Interface,
+	ipvs utilipvs.Interface,
+	ipset utilipset.Interface,
+	sysctl utilsysctl.Interface,
+	localDetector proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIP net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+	d deps,
+) (*Proxier, error) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
+	switch {
+	case config == nil:
+		return nil, fmt.Errorf("ipvs proxier (%s): nil configuration", ipFamily)
+	case ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol:
+		return nil, fmt.Errorf("ipvs proxier: invalid IP family %q", ipFamily)
+	case ipt == nil:
+		return nil, fmt.Errorf("ipvs proxier (%s): nil iptables interface", ipFamily)
+	case ipvs == nil:
+		return nil, fmt.Errorf("ipvs proxier (%s): nil ipvs interface", ipFamily)
+	case ipset == nil:
+		return nil, fmt.Errorf("ipvs proxier (%s): nil ipset interface", ipFamily)
+	case sysctl == nil:
+		return nil, fmt.Errorf("ipvs proxier (%s): nil sysctl interface", ipFamily)
+	}
+	if d.kernelVersion == nil {
+		d.kernelVersion = utilkernel.GetVersion
+	}
+	if err := prepareHost(config, ipvs, sysctl, d.kernelVersion, logger); err != nil {
+		return nil, err
+	}
+	if initOnly {
+		logger.Info("System initialized and --init-only specified")
+		return nil, nil
+	}
+
+	masqBit := int32(defaultMasqueradeBit)
+	if config.IPTables.MasqueradeBit != nil {
+		masqBit = *config.IPTables.MasqueradeBit
+	}
+	if masqBit < 0 || masqBit > 31 {
+		return nil, fmt.Errorf("ipvs proxier (%s): iptables.masqueradeBit %d out of range [0, 31]", ipFamily, masqBit)
+	}
+	scheduler := config.IPVS.Scheduler
+	if scheduler == "" {
+		logger.Info("IPVS scheduler not specified, use rr by default")
+		scheduler = defaultScheduler
+	}
+	if localDetector == nil {
+		localDetector = proxyutil.NewNoOpLocalDetector()
+	}
+	excludeCIDRs, err := parseExcludeCIDRs(ipFamily, config.IPVS.ExcludeCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)
+	}
+	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
+	if d.netlink == nil {
+		d.netlink = NewNetLinkHandle(ipFamily == v1.IPv6Protocol)
+	}
+	if d.networkInterfacer == nil {
+		d.networkInterfacer = proxyutil.RealNetwork{}
+	}
+	if d.conntrack == nil {
+		d.conntrack = conntrack.New()
+	}
+	if d.serviceHealth == nil {
+		var hc interface {
+			Health() healthcheck.ProxyHealth
+		}
+		if healthzServer != nil {
+			hc = healthzServer
+		}
+		d.serviceHealth = healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, hc, ipFamily)
+	}
+	logger.V(2).Info("Record nodeIP and family", "nodeIP", nodeIP, "family", ipFamily)
+
+	p := &Proxier{
+		ipFamily:          ipFamily,
+		ipt:               ipt,
+		ipvs:              ipvs,
+		ipset:             ipset,
+		netlink:           d.netlink,
+		gtm:               NewGracefulTerminationManager(ipvs),
+		scheduler:         scheduler,
+		masqueradeAll:     config.Linux.MasqueradeAll,
+		masqueradeMark:    fmt.Sprintf("%#08x", uint32(1)<<uint(masqBit)),
+		localDetector:     localDetector,
+		nodeIP:            nodeIP,
+		nodePortAddresses: nodePortAddresses,
+		networkInterfacer: d.networkInterfacer,
+		excludeCIDRs:      excludeCIDRs,
+		logger:            logger,
+		st:                newState(),
+	}
+	if d.clock != nil {
+		p.gtm.clock = d.clock
+	}
+	p.restorer, _ = ipset.(utilipset.Restorer)
+	for id, info := range ipsetInfo {
+		p.sets[id] = NewIPSet(ipset, info.name, info.setType, ipFamily == v1.IPv6Protocol, info.comment)
+	}
+
+	// As upstream, syncPeriod is both the retry interval and the longest
+	// time between syncs; the shell adds the hourly full sync.
+	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
+		healthzServer, d.serviceHealth, conntrack.StaleEntriesCleaner(d.conntrack, ipFamily))
+	shellOpts.MakeServicePort = newServiceInfo
+	shellOpts.Logger, shellOpts.OnSync = &logger, d.onSync
+	logger.V(2).Info("ipvs sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
+	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
+		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)
+	}
+	if !d.noGracefulLoop {
+		p.gtm.Run()
+	}
+	return p, nil
+}
+
+// prepareHost sets the sysctls and IPVS timeouts IPVS mode needs.
+func prepareHost(config *kubeproxyconfig.KubeProxyConfiguration, ipvs utilipvs.Interface, sysctl utilsysctl.Interface,
+	kernelVersion func() (*version.Version, error), logger klog.Logger) error {
+	// vs/conntrack makes IPVS keep conntrack entries, which masquerading
+	// and the iptables rules depend on.
+	if err := proxyutil.EnsureSysctl(sysctl, sysctlVSConnTrack, 1); err != nil {
+		return err
+	}
+	kv, err := kernelVersion()
+	if err != nil {
+		return fmt.Errorf("failed to get kernel version: %w", err)
+	}
+	switch {
+	case kv.LessThan(version.MustParseGeneric(utilkernel.IPVSConnReuseModeMinSupportedKernelVersion)):
+		logger.Error(nil, "Can't set sysctl, kernel version doesn't satisfy minimum version requirements", "sysctl", sysctlConnReuse, "minimumKernelVersion", utilkernel.IPVSConnReuseModeMinSupportedKernelVersion)
+	case kv.AtLeast(version.MustParseGeneric(utilkernel.IPVSConnReuseModeFixedKernelVersion)):
+		// conn_reuse_mode=1 no longer delays port reuse there
+		// (https://issues.k8s.io/93297), so the host's value stays.
+		logger.V(2).Info("Left as-is", "sysctl", sysctlConnReuse)
+	default:
+		if err := proxyutil.EnsureSysctl(sysctl, sysctlConnReuse, 0); err != nil {
+			return err
+		}
+	}
+	// Connections to a deleted real server are dropped at once rather than
+	// hanging, and persistence templates of quiesced real servers expire.
+	for _, s := range []struct {
+		name string
+		val  int
+	}{{sysctlExpireNoDestConn, 1}, {sysctlExpireQuiescentTemplate, 1}, {sysctlForward, 1}} {
+		if err := proxyutil.EnsureSysctl(sysctl, s.name, s.val); err != nil {
+			return err
+		}
+	}
+	if config.IPVS.StrictARP {
+		// The VIPs on kube-ipvs0 must not be answered for on other links.
+		if err := proxyutil.EnsureSysctl(sysctl, sysctlArpIgnore, 1); err != nil {
+			return err
+		}
+		if err := proxyutil.EnsureSysctl(sysctl, sysctlArpAnnounce, 2); err != nil {
+			return err
+		}
+	}
+	tcp, tcpFin, udp := config.IPVS.TCPTimeout.Duration, config.IPVS.TCPFinTimeout.Duration, config.IPVS.UDPTimeout.Duration
+	if tcp > 0 || tcpFin > 0 || udp > 0 {
+		// As "ipvsadm --set"; 0 keeps the kernel's value.
+		if err := ipvs.ConfigureTimeouts(tcp, tcpFin, udp); err != nil {
+			logger.Error(err, "Failed to configure IPVS timeouts")
+		}
+	}
+	return nil
+}
+
+// parseExcludeCIDRs returns the family's ranges whose virtual servers
+// kube-proxy never deletes.
+func parseExcludeCIDRs(family v1.IPFamily, cidrs []string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	var errs []error
+	for _, c := range cidrs {
+		if netutils.IsIPv6CIDRString(c) != (family == v1.IPv6Protocol) {
+			continue
+		}
+		_, n, err := netutils.ParseCIDRSloppy(strings.TrimSpace(c))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ipvs.excludeCIDRs: invalid CIDR %q: %w", c, err))
+			continue
+		}
+		out = append(out, n)
+	}
+	return out, errors.Join(errs...)
+}
+
+func (p *Proxier) excluded(ip net.IP) bool {
+	for _, n := range p.excludeCIDRs {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// servicePortInfo is the proxier's ServicePort: the brain's info plus what
+// the rules need, computed when the Service changes.
+type servicePortInfo struct {
+	*proxy.BaseServicePortInfo
+	nameString string
+	protocol   string // lower case, as ipset spells it
+	// invalid, if non-empty, says why nothing may be programmed for it.
+	invalid string
+}
+
+func newServiceInfo(port *v1.ServicePort, service *v1.Service, base *proxy.BaseServicePortInfo) proxy.ServicePort {
+	name := proxy.ServicePortName{Port: port.Name}
+	name.Namespace, name.Name = service.Namespace, service.Name
+	info := &servicePortInfo{
+		BaseServicePortInfo: base,
+		nameString:          name.String(),
+		protocol:            strings.ToLower(string(base.Protocol())),
+	}
+	switch {
+	case base.ClusterIP() == nil || base.ClusterIP().IsUnspecified():
+		info.invalid = "missing or unspecified cluster IP"
+	case base.Port() <= 0 || base.Port() > 65535:
+		info.invalid = fmt.Sprintf("port %d out of range", base.Port())
+	case base.NodePort() < 0 || base.NodePort() > 65535:
+		info.invalid = fmt.Sprintf("nodePort %d out of range", base.NodePort())
+	case base.HealthCheckNodePort() < 0 || base.HealthCheckNodePort() > 65535:
+		info.invalid = fmt.Sprintf("healthCheckNodePort %d out of range", base.HealthCheckNodePort())
+	case info.protocol != utilipset.ProtocolTCP && info.protocol != utilipset.ProtocolUDP && info.protocol != utilipset.ProtocolSCTP:
+		info.invalid = fmt.Sprintf("unsupported protocol %q", base.Protocol())
+	}
+	return info
+}
