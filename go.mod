@@ -5,6 +5,7 @@ go 1.26.0
 replace k8s.io/net-utils => ./netutils
 
 require (
+	github.com/Microsoft/hnslib v0.1.3
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/google/go-cmp v0.7.0
 	github.com/lithammer/dedent v1.1.0
@@ -27,7 +28,9 @@ require (
 )
 
 require (
+	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/moby/ipvs v1.1.0 // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
 	golang.org/x/mod v0.37.0 // indirect
 	golang.org/x/tools v0.47.0 // indirect
 	k8s.io/code-generator v0.37.2 // indirect
