@@ -117,7 +117,9 @@ type hns struct {
 
 var _ HostNetworkService = hns{}
 
-func (h hns) getNetworkByName(name string) (*hcnapi.Network, error) { return h.hcn.GetNetworkByName(name) }
+func (h hns) getNetworkByName(name string) (*hcnapi.Network, error) {
+	return h.hcn.GetNetworkByName(name)
+}
 
 func (h hns) deleteLoadBalancer(hnsID string) error {
 	err := h.hcn.DeleteLoadBalancer(hnsID)

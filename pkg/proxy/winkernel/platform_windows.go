@@ -91,10 +91,10 @@ func (hcnImpl) UpdateLoadBalancer(lb *hcn.HostComputeLoadBalancer, id string) (*
 	return lb.Update(id)
 }
 func (hcnImpl) DeleteLoadBalancer(lb *hcn.HostComputeLoadBalancer) error { return lb.Delete() }
-func (hcnImpl) GetSupportedFeatures() hcn.SupportedFeatures         { return hcn.GetSupportedFeatures() }
-func (hcnImpl) Ipv6DualStackSupported() error                       { return hcn.IPv6DualStackSupported() }
-func (hcnImpl) DsrSupported() error                                 { return hcn.DSRSupported() }
-func (hcnImpl) RemoteSubnetSupported() error                        { return hcn.RemoteSubnetSupported() }
+func (hcnImpl) GetSupportedFeatures() hcn.SupportedFeatures              { return hcn.GetSupportedFeatures() }
+func (hcnImpl) Ipv6DualStackSupported() error                            { return hcn.IPv6DualStackSupported() }
+func (hcnImpl) DsrSupported() error                                      { return hcn.DSRSupported() }
+func (hcnImpl) RemoteSubnetSupported() error                             { return hcn.RemoteSubnetSupported() }
 
 func (h hcnImpl) DeleteAllHnsLoadBalancerPolicy() {
 	cleanupLoadBalancers(hcnAdapter{svc: h})

@@ -354,7 +354,9 @@ func (b *hnsBackend) reindex(services proxy.ServicePortMap) {
 // share a frontend.
 func (b *hnsBackend) syncService(r *syncRun, u *syncshell.Update, svc types.NamespacedName) {
 	names := slices.Clone(b.byService[svc])
-	slices.SortFunc(names, func(a, b proxy.ServicePortName) int { return strings.Compare(a.Port+"/"+string(a.Protocol), b.Port+"/"+string(b.Protocol)) })
+	slices.SortFunc(names, func(a, b proxy.ServicePortName) int {
+		return strings.Compare(a.Port+"/"+string(a.Protocol), b.Port+"/"+string(b.Protocol))
+	})
 	plans := make([]*servicePlan, 0, len(names))
 	opts := make([]serviceOptions, 0, len(names))
 	kept := names[:0]
