@@ -1,0 +1,603 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// The parity scenarios are produced here and fed, unchanged, to upstream
+// v1.37.2's ipvs proxier (outside this repository, see
+// testdata/UPSTREAM-CAPTURE.md) and to ours (parity_random_test.go). The
+// generator is the source of truth; the JSON files are its output, checked in
+// so that upstream's side can be re-run without this package compiling.
+
+var parityUpdateClusters = flag.Bool("update-parity-clusters", false, "rewrite testdata/upstream-v1.37.2-random/*.json from the generator")
+
+const (
+	parityDir      = "testdata/upstream-v1.37.2-random"
+	parityNodeName = "test-node"
+)
+
+// parityScenario is one cluster, the node it runs on, the proxier's
+// configuration and a sequence of changes, each followed by one sync.
+type parityScenario struct {
+	Name   string      `json:"name"`
+	Family v1.IPFamily `json:"family"`
+	// NodeName is the proxier's node; endpoints with this NodeName are local.
+	NodeName string `json:"nodeName"`
+	// NodeIP is the proxier's primary node IP (NewProxier's nodeIP).
+	NodeIP string `json:"nodeIP"`
+	// Interfaces are the node's addresses in CIDR form by interface name, as
+	// netlink and net.InterfaceAddrs would report them. kube-ipvs0 starts
+	// absent.
+	Interfaces map[string][]string `json:"interfaces"`
+	Config     parityConfig        `json:"config"`
+	Steps      []parityStep        `json:"steps"`
+}
+
+// parityConfig holds the KubeProxyConfiguration fields the scenarios vary.
+type parityConfig struct {
+	MasqueradeAll bool   `json:"masqueradeAll,omitempty"`
+	Scheduler     string `json:"scheduler,omitempty"`
+	StrictARP     bool   `json:"strictARP,omitempty"`
+	// NodePortAddresses is KubeProxyConfiguration.NodePortAddresses.
+	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
+	// ClusterCIDR is given to a detect-local-by-CIDR detector; empty means
+	// no local-traffic detector.
+	ClusterCIDR string `json:"clusterCIDR,omitempty"`
+	MasqueradeBit int32  `json:"masqueradeBit"`
+}
+
+// parityStep is applied to the proxier's informer handlers in name order
+// (services, then slices, adds and updates before deletes) and then one sync
+// runs. The first step is the initial list, after which both Synced handlers
+// are called.
+type parityStep struct {
+	Services       []*v1.Service               `json:"services,omitempty"`
+	Slices         []*discovery.EndpointSlice  `json:"slices,omitempty"`
+	DeleteServices []string                    `json:"deleteServices,omitempty"`
+	DeleteSlices   []string                    `json:"deleteSlices,omitempty"`
+	ActiveConns    []parityActiveConn          `json:"activeConns,omitempty"`
+	_              struct{}                    `json:"-"`
+}
+
+// parityActiveConn sets a real server's connection counts in the ipvs fake
+// before the step's sync, so that graceful termination (weight 0, kept until
+// drained) is exercised.
+type parityActiveConn struct {
+	// VirtualServer is "address:port/PROTOCOL" (IPv6 address in brackets).
+	VirtualServer string `json:"virtualServer"`
+	// RealServer is "address:port" (IPv6 address in brackets).
+	RealServer string `json:"realServer"`
+	ActiveConn int    `json:"activeConn"`
+}
+
+// parityFamily is the address plan of one family.
+type parityFamily struct {
+	family                        v1.IPFamily
+	nodeIP, otherNodeIP           string
+	interfaces                    map[string][]string
+	clusterCIDR                   string
+	nodePortAddresses             []string
+	rangeWithNode, rangeOffNode   string
+	foreignRange                  string
+	clusterIP, podIP, extIP, lbIP func(i int) string
+	foreignIP                     string
+}
+
+var parityFamilies = map[v1.IPFamily]parityFamily{
+	v1.IPv4Protocol: {
+		family: v1.IPv4Protocol, nodeIP: "192.168.0.2", otherNodeIP: "192.168.1.2",
+		interfaces: map[string][]string{
+			"eth0": {"192.168.0.2/24", "192.168.1.2/24", "fd00:192::2/64"},
+			"lo":   {"127.0.0.1/8", "::1/128"},
+		},
+		clusterCIDR:       "10.0.0.0/8",
+		nodePortAddresses: []string{"192.168.1.0/24", "127.0.0.0/8", "fd00:192::/64"},
+		rangeWithNode:     "192.168.0.0/16", rangeOffNode: "203.0.113.0/24", foreignRange: "2001:db8::/32",
+		clusterIP: func(i int) string { return fmt.Sprintf("172.30.%d.%d", i/250, i%250+1) },
+		podIP:     func(i int) string { return fmt.Sprintf("10.0.%d.%d", i/250, i%250+1) },
+		extIP:     func(i int) string { return fmt.Sprintf("203.0.113.%d", i%250+1) },
+		lbIP:      func(i int) string { return fmt.Sprintf("198.51.100.%d", i%250+1) },
+		foreignIP: "2001:db8:ffff::1",
+	},
+	v1.IPv6Protocol: {
+		family: v1.IPv6Protocol, nodeIP: "fd00:192::2", otherNodeIP: "fd00:193::2",
+		interfaces: map[string][]string{
+			"eth0": {"fd00:192::2/64", "fd00:193::2/64", "fe80::2/64", "192.168.0.2/24"},
+			"lo":   {"::1/128", "127.0.0.1/8"},
+		},
+		clusterCIDR:       "fd00:10::/64",
+		nodePortAddresses: []string{"fd00:193::/64", "::1/128", "192.168.0.0/16"},
+		rangeWithNode:     "fd00:192::/48", rangeOffNode: "2001:db8:113::/64", foreignRange: "203.0.113.0/24",
+		clusterIP: func(i int) string { return fmt.Sprintf("fd00:30::%x", i+1) },
+		podIP:     func(i int) string { return fmt.Sprintf("fd00:10::%x", i+1) },
+		extIP:     func(i int) string { return fmt.Sprintf("2001:db8:113::%x", i+1) },
+		lbIP:      func(i int) string { return fmt.Sprintf("2001:db8:100::%x", i+1) },
+		foreignIP: "203.0.113.250",
+	},
+}
+
+// parityGen builds one random cluster and its changes.
+type parityGen struct {
+	f      parityFamily
+	rnd    *rand.Rand
+	nextEP int
+	svcs   map[string]*v1.Service
+	slices map[string]*discovery.EndpointSlice
+}
+
+var parityProtocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
+
+func (g *parityGen) service(i int) *v1.Service {
+	r, f := g.rnd, g.f
+	name := fmt.Sprintf("svc%02d", i)
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: v1.ServiceSpec{
+			Type:      v1.ServiceTypeClusterIP,
+			ClusterIP: f.clusterIP(i),
+		},
+	}
+	s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
+	for p := range 1 + r.IntN(3) {
+		proto := parityProtocols[r.IntN(len(parityProtocols))]
+		s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{
+			Name: fmt.Sprintf("p%d", p), Protocol: proto, Port: int32(80 + 10*p + r.IntN(3)),
+			TargetPort: intstr.FromInt32(int32(8080 + p)),
+		})
+	}
+	switch k := r.IntN(20); {
+	case k == 0:
+		// Headless: no virtual server at all.
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = v1.ClusterIPNone, []string{v1.ClusterIPNone}
+		return s
+	case k == 1:
+		s.Spec.Type, s.Spec.ExternalName = v1.ServiceTypeExternalName, "example.com"
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
+		return s
+	case k == 2:
+		// Of the other family only: this proxier ignores it.
+		s.Spec.ClusterIP = parityFamilies[otherFamily(f.family)].clusterIP(i)
+		s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
+	case k < 8:
+		s.Spec.Type = v1.ServiceTypeNodePort
+	case k < 14:
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		ing := []v1.LoadBalancerIngress{{IP: f.lbIP(i)}}
+		if r.IntN(4) == 0 {
+			ing = append(ing, v1.LoadBalancerIngress{IP: f.lbIP(100 + i)})
+		}
+		if r.IntN(6) == 0 {
+			// ipMode Proxy: the load balancer does not deliver to the VIP.
+			ing = append(ing, v1.LoadBalancerIngress{IP: f.lbIP(200 + i), IPMode: ptr.To(v1.LoadBalancerIPModeProxy)})
+		}
+		if r.IntN(8) == 0 {
+			ing = append(ing, v1.LoadBalancerIngress{IP: f.foreignIP})
+		}
+		s.Status.LoadBalancer.Ingress = ing
+		switch r.IntN(4) {
+		case 0:
+			s.Spec.LoadBalancerSourceRanges = []string{f.rangeWithNode}
+		case 1:
+			s.Spec.LoadBalancerSourceRanges = []string{f.rangeOffNode}
+		case 2:
+			s.Spec.LoadBalancerSourceRanges = []string{f.rangeOffNode, f.foreignRange}
+		}
+		if r.IntN(5) == 0 {
+			s.Spec.AllocateLoadBalancerNodePorts = ptr.To(false)
+		}
+	}
+	if s.Spec.Type == v1.ServiceTypeNodePort || s.Spec.Type == v1.ServiceTypeLoadBalancer {
+		if s.Spec.AllocateLoadBalancerNodePorts == nil || *s.Spec.AllocateLoadBalancerNodePorts {
+			for p := range s.Spec.Ports {
+				s.Spec.Ports[p].NodePort = int32(30000 + 4*i + p)
+			}
+		}
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
+		if r.IntN(2) == 0 {
+			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+			if s.Spec.Type == v1.ServiceTypeLoadBalancer {
+				s.Spec.HealthCheckNodePort = int32(32000 + i)
+			}
+		}
+	}
+	switch r.IntN(6) {
+	case 0:
+		s.Spec.ExternalIPs = []string{f.extIP(i)}
+	case 1:
+		// An external IP that is also a node address is not bound to kube-ipvs0.
+		s.Spec.ExternalIPs = []string{f.otherNodeIP, f.foreignIP}
+	}
+	if len(s.Spec.ExternalIPs) > 0 && s.Spec.Type == v1.ServiceTypeClusterIP && r.IntN(2) == 0 {
+		// externalTrafficPolicy applies to external IPs of any type.
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	}
+	if r.IntN(4) == 0 {
+		s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+	}
+	if r.IntN(4) == 0 {
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		timeouts := []int32{10800, 60, 3600, 1}
+		s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To(timeouts[r.IntN(len(timeouts))])}}
+	}
+	return s
+}
+
+func (g *parityGen) endpoint() discovery.Endpoint {
+	r := g.rnd
+	g.nextEP++
+	e := discovery.Endpoint{Addresses: []string{g.f.podIP(g.nextEP)}, NodeName: ptr.To("node2")}
+	if r.IntN(3) == 0 {
+		e.NodeName = ptr.To(parityNodeName)
+	}
+	switch r.IntN(8) {
+	case 0: // terminating, still serving
+		e.Conditions = discovery.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
+	case 1: // terminating, no longer serving
+		e.Conditions = discovery.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)}
+	case 2: // not ready
+		e.Conditions = discovery.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)}
+	case 3: // conditions unset: ready
+	default:
+		e.Conditions = discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}
+	}
+	return e
+}
+
+func (g *parityGen) slice(svc *v1.Service, n int) *discovery.EndpointSlice {
+	r := g.rnd
+	at := discovery.AddressTypeIPv4
+	if g.f.family == v1.IPv6Protocol {
+		at = discovery.AddressTypeIPv6
+	}
+	s := &discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", svc.Name, n),
+			Labels: map[string]string{discovery.LabelServiceName: svc.Name},
+		},
+		AddressType: at,
+	}
+	for _, p := range svc.Spec.Ports {
+		if r.IntN(10) == 0 {
+			continue // a port with no endpoints
+		}
+		s.Ports = append(s.Ports, discovery.EndpointPort{Name: ptr.To(p.Name), Protocol: ptr.To(p.Protocol), Port: ptr.To(p.TargetPort.IntVal)})
+	}
+	for range r.IntN(5) {
+		s.Endpoints = append(s.Endpoints, g.endpoint())
+	}
+	return s
+}
+
+func otherFamily(f v1.IPFamily) v1.IPFamily {
+	if f == v1.IPv4Protocol {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
+}
+
+func sliceKey(s *discovery.EndpointSlice) string { return s.Namespace + "/" + s.Name }
+func serviceKey(s *v1.Service) string            { return s.Namespace + "/" + s.Name }
+
+// initial returns the first step: n services with their slices.
+func (g *parityGen) initial(n int) parityStep {
+	var st parityStep
+	for i := range n {
+		svc := g.service(i)
+		g.svcs[serviceKey(svc)] = svc
+		st.Services = append(st.Services, svc)
+		if svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone && g.rnd.IntN(2) == 0 {
+			continue
+		}
+		for k := range 1 + g.rnd.IntN(4)/3 {
+			sl := g.slice(svc, k)
+			g.slices[sliceKey(sl)] = sl
+			st.Slices = append(st.Slices, sl)
+		}
+	}
+	return st
+}
+
+// change returns a step with a few random edits of the current state. When
+// drain is set, some of the current real servers are given connections
+// first and endpoints are removed, so that upstream keeps them at weight 0.
+func (g *parityGen) change(n int, drain bool) parityStep {
+	r := g.rnd
+	var st parityStep
+	svcNames := sortedKeys(g.svcs)
+	sliceNames := sortedKeys(g.slices)
+	if drain {
+		for _, k := range sliceNames {
+			sl := g.slices[k]
+			svc := g.svcs[sl.Namespace+"/"+sl.Labels[discovery.LabelServiceName]]
+			if svc == nil || svc.Spec.ClusterIP == v1.ClusterIPNone || len(sl.Endpoints) == 0 || len(svc.Spec.ClusterIP) == 0 {
+				continue
+			}
+			if parityIPFamily(svc.Spec.ClusterIP) != g.f.family || r.IntN(2) == 0 {
+				continue
+			}
+			// Give every port of the first endpoint connections on the
+			// ClusterIP virtual server, then remove the endpoint.
+			ep := sl.Endpoints[0]
+			for _, sp := range svc.Spec.Ports {
+				for _, p := range sl.Ports {
+					if p.Name != nil && *p.Name == sp.Name {
+						st.ActiveConns = append(st.ActiveConns, parityActiveConn{
+							VirtualServer: joinHostPort(svc.Spec.ClusterIP, int(sp.Port)) + "/" + string(sp.Protocol),
+							RealServer:    joinHostPort(ep.Addresses[0], int(*p.Port)),
+							ActiveConn:    1 + r.IntN(3),
+						})
+					}
+				}
+			}
+			upd := sl.DeepCopy()
+			upd.Endpoints = upd.Endpoints[1:]
+			g.slices[k] = upd
+			st.Slices = append(st.Slices, upd)
+		}
+	}
+	for range n {
+		switch op := r.IntN(10); {
+		case op == 0 && len(svcNames) > 0:
+			k := svcNames[r.IntN(len(svcNames))]
+			if slices.Contains(st.DeleteServices, k) {
+				continue
+			}
+			st.DeleteServices = append(st.DeleteServices, k)
+			delete(g.svcs, k)
+			for _, sk := range sortedKeys(g.slices) {
+				if sl := g.slices[sk]; sl.Namespace+"/"+sl.Labels[discovery.LabelServiceName] == k && r.IntN(3) != 0 {
+					st.DeleteSlices = append(st.DeleteSlices, sk)
+					delete(g.slices, sk)
+				}
+			}
+		case op <= 3:
+			// A new service, or a changed one, under a possibly used name.
+			i := r.IntN(len(svcNames) + 4)
+			svc := g.service(i)
+			g.svcs[serviceKey(svc)] = svc
+			st.Services = append(st.Services, svc)
+			if r.IntN(2) == 0 {
+				sl := g.slice(svc, 0)
+				g.slices[sliceKey(sl)] = sl
+				st.Slices = append(st.Slices, sl)
+			}
+		default:
+			if len(sliceNames) == 0 {
+				continue
+			}
+			k := sliceNames[r.IntN(len(sliceNames))]
+			sl, ok := g.slices[k]
+			if !ok {
+				continue
+			}
+			upd := sl.DeepCopy()
+			switch {
+			case len(upd.Endpoints) > 0 && r.IntN(3) == 0:
+				j := r.IntN(len(upd.Endpoints))
+				upd.Endpoints = slices.Delete(upd.Endpoints, j, j+1)
+			case len(upd.Endpoints) > 0 && r.IntN(2) == 0:
+				j := r.IntN(len(upd.Endpoints))
+				ready := upd.Endpoints[j].Conditions.Ready == nil || *upd.Endpoints[j].Conditions.Ready
+				upd.Endpoints[j].Conditions = discovery.EndpointConditions{Ready: ptr.To(!ready), Serving: ptr.To(!ready), Terminating: ptr.To(ready)}
+			default:
+				upd.Endpoints = append(upd.Endpoints, g.endpoint())
+			}
+			g.slices[k] = upd
+			st.Slices = append(st.Slices, upd)
+		}
+	}
+	st.Services = lastPerKey(st.Services, serviceKey)
+	st.Slices = lastPerKey(st.Slices, sliceKey)
+	return st
+}
+
+// lastPerKey keeps the last object per key, in key order.
+func lastPerKey[T any](objs []T, key func(T) string) []T {
+	m := map[string]T{}
+	for _, o := range objs {
+		m[key(o)] = o
+	}
+	out := make([]T, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func joinHostPort(ip string, port int) string {
+	if parityIPFamily(ip) == v1.IPv6Protocol {
+		return fmt.Sprintf("[%s]:%d", ip, port)
+	}
+	return fmt.Sprintf("%s:%d", ip, port)
+}
+
+func parityIPFamily(ip string) v1.IPFamily {
+	if bytes.ContainsRune([]byte(ip), ':') {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
+}
+
+// parityVariants are the configuration variants, one per scenario number;
+// the base configuration (rr, detect-local by cluster CIDR, masquerade bit
+// 14) is in scenarios 0 and 1, and those two also carry change sequences.
+var parityVariants = []struct {
+	name    string
+	changes int
+	mutate  func(*parityConfig, parityFamily)
+}{
+	{"base", 3, func(*parityConfig, parityFamily) {}},
+	{"base", 2, func(*parityConfig, parityFamily) {}},
+	{"masqall", 0, func(c *parityConfig, _ parityFamily) { c.MasqueradeAll = true }},
+	{"mh", 1, func(c *parityConfig, _ parityFamily) { c.Scheduler = "mh" }},
+	{"strictarp-npa", 0, func(c *parityConfig, f parityFamily) {
+		c.StrictARP = true
+		c.NodePortAddresses = f.nodePortAddresses
+	}},
+	{"nodetect-lc", 0, func(c *parityConfig, _ parityFamily) {
+		c.ClusterCIDR = ""
+		c.Scheduler = "lc"
+	}},
+}
+
+// generateParityScenarios returns the scenarios, the same on every call.
+func generateParityScenarios() []*parityScenario {
+	var out []*parityScenario
+	for fi, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		f := parityFamilies[family]
+		for n, variant := range parityVariants {
+			g := &parityGen{f: f, rnd: rand.New(rand.NewPCG(uint64(1600+n), uint64(fi))),
+				svcs: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}}
+			sc := &parityScenario{
+				Name:     fmt.Sprintf("%s-%d-%s", map[v1.IPFamily]string{v1.IPv4Protocol: "ipv4", v1.IPv6Protocol: "ipv6"}[family], n, variant.name),
+				Family:   family,
+				NodeName: parityNodeName, NodeIP: f.nodeIP, Interfaces: f.interfaces,
+				Config: parityConfig{ClusterCIDR: f.clusterCIDR, MasqueradeBit: 14},
+			}
+			variant.mutate(&sc.Config, f)
+			sc.Steps = append(sc.Steps, g.initial(14+g.rnd.IntN(6)))
+			for c := range variant.changes {
+				sc.Steps = append(sc.Steps, g.change(3+g.rnd.IntN(4), c%2 == 0))
+			}
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// marshalParityScenario writes one JSON object per line within the step
+// lists, so that diffs of regenerated files stay readable.
+func marshalParityScenario(sc *parityScenario) ([]byte, error) {
+	var b bytes.Buffer
+	head := *sc
+	head.Steps = nil
+	h, err := json.Marshal(head)
+	if err != nil {
+		return nil, err
+	}
+	// Reopen the head object to append the steps one object per line.
+	b.Write(h[:len(h)-1])
+	b.WriteString(`,"steps":[` + "\n")
+	for si, st := range sc.Steps {
+		if si > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString("{")
+		first := true
+		field := func(name string, items []any) error {
+			if len(items) == 0 {
+				return nil
+			}
+			if !first {
+				b.WriteString(",")
+			}
+			first = false
+			fmt.Fprintf(&b, "%q:[\n", name)
+			for i, it := range items {
+				j, err := json.Marshal(it)
+				if err != nil {
+					return fmt.Errorf("step %d %s[%d]: %w", si, name, i, err)
+				}
+				if i > 0 {
+					b.WriteString(",\n")
+				}
+				b.Write(j)
+			}
+			b.WriteString("]")
+			return nil
+		}
+		for _, fl := range []struct {
+			name  string
+			items []any
+		}{
+			{"services", anySlice(st.Services)},
+			{"slices", anySlice(st.Slices)},
+			{"deleteServices", anySlice(st.DeleteServices)},
+			{"deleteSlices", anySlice(st.DeleteSlices)},
+			{"activeConns", anySlice(st.ActiveConns)},
+		} {
+			if err := field(fl.name, fl.items); err != nil {
+				return nil, err
+			}
+		}
+		b.WriteString("}")
+	}
+	b.WriteString("]}\n")
+	// Check that it parses back to the same scenario.
+	var back parityScenario
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		return nil, fmt.Errorf("scenario %s does not parse back: %w", sc.Name, err)
+	}
+	return b.Bytes(), nil
+}
+
+func anySlice[T any](s []T) []any {
+	out := make([]any, len(s))
+	for i := range s {
+		out[i] = s[i]
+	}
+	return out
+}
+
+// TestParityScenariosUpToDate checks that the checked-in scenarios are the
+// generator's output (so upstream's captures belong to what the generator
+// makes), and rewrites them with -update-parity-clusters.
+func TestParityScenariosUpToDate(t *testing.T) {
+	scenarios := generateParityScenarios()
+	for _, sc := range scenarios {
+		got, err := marshalParityScenario(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(parityDir, sc.Name+".json")
+		if *parityUpdateClusters {
+			if err := os.MkdirAll(parityDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("reading %s (run with -update-parity-clusters and recapture upstream): %v", file, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not what the generator makes now; run with -update-parity-clusters and recapture upstream (UPSTREAM-CAPTURE.md)", file)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(parityDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(scenarios) {
+		t.Errorf("%s holds %d scenarios, the generator makes %d", parityDir, len(files), len(scenarios))
+	}
+}
