@@ -160,19 +160,61 @@ func (mt *memoryTable) applyLine(line string, undo *[]func()) error {
 	}
 	switch kind {
 	case "chain":
-		return mt.chainOp(verb, name, undo)
+		return objectOp(mt.chains, verb, "flush", kind, name, func() int { return 0 }, undo)
 	case "rule":
 		return mt.ruleOp(verb, name, rest, undo)
-	case "set":
-		return containerOp(mt.sets, mt.maps, verb, kind, name, undo)
-	case "map":
-		return containerOp(mt.maps, mt.sets, verb, kind, name, undo)
+	case "set", "map":
+		// Sets and maps share one namespace.
+		mine, other := mt.sets, mt.maps
+		if kind == "map" {
+			mine, other = other, mine
+		}
+		if _, clash := other[name]; clash && (verb == "add" || verb == "create") {
+			return errExists("%s %s: a set or map of that name exists", kind, name)
+		}
+		return objectOp(mine, verb, "flush", kind, name, func() map[string]string { return map[string]string{} }, undo)
 	case "element":
 		return mt.elementOp(verb, name, rest, undo)
 	case "counter":
-		return mt.counterOp(verb, name, undo)
+		return objectOp(mt.counters, verb, "reset", kind, name, func() struct{} { return struct{}{} }, undo)
 	}
 	return fmt.Errorf("%s objects are not modelled", kind)
+}
+
+// objectOp runs verb on the object name of a kind kept in objs, as nft
+// would: add makes it unless it exists, create insists that it does not,
+// delete insists that it exists, destroy does not; flushVerb ("flush", or
+// "reset" for counters) empties it, which here means replacing it with
+// fresh().
+func objectOp[V any](objs map[string]V, verb, flushVerb, kind, name string, fresh func() V, undo *[]func()) error {
+	old, ok := objs[name]
+	switch {
+	case verb == "add" || verb == "create":
+		if ok && verb == "create" {
+			return errExists("%s %s", kind, name)
+		} else if ok {
+			return nil
+		}
+		objs[name] = fresh()
+		*undo = append(*undo, func() { delete(objs, name) })
+	case verb == flushVerb:
+		if !ok {
+			return errNotFound("no %s %s", kind, name)
+		}
+		objs[name] = fresh()
+		*undo = append(*undo, func() { objs[name] = old })
+	case verb == "delete" || verb == "destroy":
+		if !ok && verb == "delete" {
+			return errNotFound("no %s %s", kind, name)
+		} else if !ok {
+			return nil
+		}
+		delete(objs, name)
+		*undo = append(*undo, func() { objs[name] = old })
+	default:
+		return fmt.Errorf("verb %q is not modelled for %ss", verb, kind)
+	}
+	return nil
 }
 
 func (mt *memoryTable) tableOp(verb string, undo *[]func()) error {
@@ -214,39 +256,6 @@ func (mt *memoryTable) tableOp(verb string, undo *[]func()) error {
 		})
 	default:
 		return fmt.Errorf("verb %q is not modelled for tables", verb)
-	}
-	return nil
-}
-
-func (mt *memoryTable) chainOp(verb, name string, undo *[]func()) error {
-	n, ok := mt.chains[name]
-	switch verb {
-	case "add", "create":
-		if ok {
-			if verb == "create" {
-				return errExists("chain %s", name)
-			}
-			return nil
-		}
-		mt.chains[name] = 0
-		*undo = append(*undo, func() { delete(mt.chains, name) })
-	case "flush":
-		if !ok {
-			return errNotFound("no chain %s", name)
-		}
-		mt.chains[name] = 0
-		*undo = append(*undo, func() { mt.chains[name] = n })
-	case "delete", "destroy":
-		if !ok {
-			if verb == "delete" {
-				return errNotFound("no chain %s", name)
-			}
-			return nil
-		}
-		delete(mt.chains, name)
-		*undo = append(*undo, func() { mt.chains[name] = n })
-	default:
-		return fmt.Errorf("verb %q is not modelled for chains", verb)
 	}
 	return nil
 }
@@ -295,44 +304,6 @@ func (mt *memoryTable) checkRefs(rule string) error {
 				return errNotFound("no chain %s", words[i+1])
 			}
 		}
-	}
-	return nil
-}
-
-// containerOp runs verb on set or map name; other holds the other kind,
-// whose names are in the same namespace.
-func containerOp(mine, other map[string]map[string]string, verb, kind, name string, undo *[]func()) error {
-	elems, ok := mine[name]
-	switch verb {
-	case "add", "create":
-		if ok {
-			if verb == "create" {
-				return errExists("%s %s", kind, name)
-			}
-			return nil
-		}
-		if _, clash := other[name]; clash {
-			return errExists("%s %s: a set or map of that name exists", kind, name)
-		}
-		mine[name] = map[string]string{}
-		*undo = append(*undo, func() { delete(mine, name) })
-	case "flush":
-		if !ok {
-			return errNotFound("no %s %s", kind, name)
-		}
-		mine[name] = map[string]string{}
-		*undo = append(*undo, func() { mine[name] = elems })
-	case "delete", "destroy":
-		if !ok {
-			if verb == "delete" {
-				return errNotFound("no %s %s", kind, name)
-			}
-			return nil
-		}
-		delete(mine, name)
-		*undo = append(*undo, func() { mine[name] = elems })
-	default:
-		return fmt.Errorf("verb %q is not modelled for %ss", verb, kind)
 	}
 	return nil
 }
@@ -421,37 +392,6 @@ func parseElement(s string) (key, value string, err error) {
 		return "", "", fmt.Errorf("cannot parse the element after its comment")
 	}
 	return key, value, nil
-}
-
-func (mt *memoryTable) counterOp(verb, name string, undo *[]func()) error {
-	_, ok := mt.counters[name]
-	switch verb {
-	case "add", "create":
-		if ok {
-			if verb == "create" {
-				return errExists("counter %s", name)
-			}
-			return nil
-		}
-		mt.counters[name] = struct{}{}
-		*undo = append(*undo, func() { delete(mt.counters, name) })
-	case "delete", "destroy":
-		if !ok {
-			if verb == "delete" {
-				return errNotFound("no counter %s", name)
-			}
-			return nil
-		}
-		delete(mt.counters, name)
-		*undo = append(*undo, func() { mt.counters[name] = struct{}{} })
-	case "reset":
-		if !ok {
-			return errNotFound("no counter %s", name)
-		}
-	default:
-		return fmt.Errorf("verb %q is not modelled for counters", verb)
-	}
-	return nil
 }
 
 func (mt *memoryTable) ListAll(_ context.Context) (map[string][]string, error) {
