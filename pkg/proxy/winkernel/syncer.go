@@ -259,7 +259,7 @@ func (b *hnsBackend) startFull(r *syncRun) error {
 
 	if b.cfg.overlay {
 		if r.listed[b.cfg.sourceVIP] == nil {
-			ep, err := b.hcn.CreateEndpoint(n.ID, &hcnapi.Endpoint{IPs: []string{b.cfg.sourceVIP}, MAC: b.hostMAC, ProviderAddress: b.cfg.nodeIP})
+			ep, err := b.hcn.CreateEndpoint(n.ID, &hcnapi.Endpoint{IPs: []string{b.cfg.sourceVIP}, MAC: b.hostMAC})
 			r.wrote = true
 			if err != nil {
 				return fmt.Errorf("creating the source VIP endpoint %s: %w", b.cfg.sourceVIP, err)
