@@ -242,7 +242,9 @@ func TestBehaviour(t *testing.T) {
 		objs: func(f fam) []any {
 			return []any{web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.rpod(1), node: "node2", notReady: true})}
 		},
-		want: func(f fam) []string { return []string{"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + flags(f.v6())} },
+		want: func(f fam) []string {
+			return []string{"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + flags(f.v6())}
+		},
 	}, {
 		name: "ready endpoints win over terminating ones",
 		objs: func(f fam) []any {
