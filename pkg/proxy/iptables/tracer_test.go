@@ -4,22 +4,22 @@ package iptables
 
 import (
 	"fmt"
-	"math"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/kube-proxy/pkg/proxy/trace"
 )
 
-// This file is a packet tracer: it evaluates a ruleset (iptables-save text)
-// for one packet, following the netfilter hooks a real packet would cross,
-// and reports every possible outcome with its probability. Tests assert
-// behaviour through it instead of comparing rule text.
+// This file adapts the product's packet tracer (pkg/proxy/trace) to the
+// iptables tests: a ruleset is iptables-save text (the fake's dump or the
+// kernel's), and every outcome the tracer reports is checked here. Tests
+// assert behaviour through it instead of comparing rule text.
 //
-// It is strict on purpose: a match or target it does not understand is an
-// error, never silently ignored, so a rule the tracer cannot judge fails the
-// test instead of passing it.
+// It is strict on purpose: a rule the tracer reports as not modelled
+// (UNKNOWN) is an error, so a rule it cannot judge fails the test instead
+// of passing it.
 
 // ruleset is tables -> chains -> rules, as parsed from iptables-save text.
 type ruleset map[string]map[string][]tRule
@@ -32,84 +32,48 @@ type tRule struct {
 }
 
 // splitWords splits a rule line into words, honouring double quotes.
-func splitWords(line string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord, inQuote := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case inQuote && c == '\\' && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-		case c == '"':
-			inQuote = !inQuote
-			inWord = true
-		case !inQuote && (c == ' ' || c == '\t'):
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if inQuote {
-		return nil, fmt.Errorf("unterminated quote in %q", line)
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
-}
+func splitWords(line string) ([]string, error) { return trace.SplitIPTablesWords(line) }
 
-// parseRuleset reads iptables-save (or restore) text. Builtin chains get an
-// entry even if empty.
+// parseRuleset reads iptables-save (or restore) text.
 func parseRuleset(text string) (ruleset, error) {
+	ipt, err := trace.ParseIPTablesSave(text)
+	if err != nil {
+		return nil, err
+	}
 	rs := ruleset{}
-	var table map[string][]tRule
-	for n, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, "*"):
-			name := line[1:]
-			if rs[name] == nil {
-				rs[name] = map[string][]tRule{}
+	for table, chains := range ipt.Tables {
+		rs[table] = map[string][]tRule{}
+		for name, ch := range chains {
+			rules := []tRule{}
+			for _, r := range ch.Rules {
+				rules = append(rules, tRule{chain: name, words: r.Words, raw: r.Raw})
 			}
-			table = rs[name]
-		case line == "COMMIT":
-			table = nil
-		case strings.HasPrefix(line, ":"):
-			if table == nil {
-				return nil, fmt.Errorf("line %d: chain outside table", n+1)
-			}
-			name := strings.Fields(line[1:])[0]
-			table[name] = []tRule{} // a declaration flushes, as in a restore
-		case strings.HasPrefix(line, "-A "):
-			if table == nil {
-				return nil, fmt.Errorf("line %d: rule outside table", n+1)
-			}
-			words, err := splitWords(line)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", n+1, err)
-			}
-			if len(words) < 2 {
-				return nil, fmt.Errorf("line %d: short rule", n+1)
-			}
-			table[words[1]] = append(table[words[1]], tRule{chain: words[1], words: words[2:], raw: line})
-		case strings.HasPrefix(line, "-X "):
-			if table == nil {
-				return nil, fmt.Errorf("line %d: delete outside table", n+1)
-			}
-			delete(table, strings.TrimSpace(line[3:]))
-		default:
-			return nil, fmt.Errorf("line %d: unexpected %q", n+1, line)
+			rs[table][name] = rules
 		}
 	}
 	return rs, nil
+}
+
+// text renders rs back into iptables-save text for the tracer.
+func (rs ruleset) text() string {
+	var b strings.Builder
+	for table, chains := range rs {
+		fmt.Fprintf(&b, "*%s\n", table)
+		for name := range chains {
+			policy := "-"
+			if strings.ToUpper(name) == name && !strings.Contains(name, "-") {
+				policy = "ACCEPT"
+			}
+			fmt.Fprintf(&b, ":%s %s [0:0]\n", name, policy)
+		}
+		for _, rules := range chains {
+			for _, r := range rules {
+				b.WriteString(r.raw + "\n")
+			}
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String()
 }
 
 // ingress says where a packet comes from.
@@ -121,8 +85,10 @@ const (
 	fromHost                    // a process in the node's own network namespace
 )
 
-func (i ingress) String() string {
-	return [...]string{"pod", "external", "host"}[i]
+func (i ingress) String() string { return i.origin().String() }
+
+func (i ingress) origin() trace.Origin {
+	return [...]trace.Origin{trace.FromPod, trace.FromExternal, trace.FromHost}[i]
 }
 
 // packet is what is traced.
@@ -164,432 +130,26 @@ func (o outcome) String() string {
 
 // tracer evaluates packets against a ruleset.
 type tracer struct {
-	rs ruleset
-	// local are the node's addresses (addrtype LOCAL); loopback is always local.
-	local []netip.Addr
-	// recent holds -m recent lists: name -> source addresses.
-	recent map[string]map[netip.Addr]bool
+	ipt  *trace.IPTables
+	err  error
+	node trace.Node
 }
 
 func newTracer(rs ruleset, nodeIPs ...string) *tracer {
-	t := &tracer{rs: rs, recent: map[string]map[netip.Addr]bool{}}
+	t := &tracer{node: trace.Node{Recent: map[string][]netip.Addr{}}}
+	t.ipt, t.err = trace.ParseIPTablesSave(rs.text())
 	for _, ip := range nodeIPs {
-		t.local = append(t.local, netip.MustParseAddr(ip))
+		t.node.LocalAddrs = append(t.node.LocalAddrs, netip.MustParseAddr(ip))
 	}
 	return t
 }
 
-func (t *tracer) isLocal(a netip.Addr) bool {
-	if a.IsLoopback() {
-		return true
-	}
-	return slices.Contains(t.local, a)
-}
-
-// pstate is the evolving state of one path of a packet.
-type pstate struct {
-	src, dst  netip.Addr
-	dport     int
-	mark      uint32
-	dnat      string
-	dnatted   bool
-	masq      bool
-	prob      float64
-	recentSet []string
-	trace     []string
-	// iif is the input interface; empty in OUTPUT (as for the kernel).
-	iif string
-}
-
-func (s pstate) clone() pstate {
-	s.recentSet = slices.Clone(s.recentSet)
-	s.trace = slices.Clone(s.trace)
-	return s
-}
-
-// result of walking a chain: a state plus a terminal verdict ("" = fell off
-// the end or RETURNed).
-type walkResult struct {
-	s       pstate
-	verdict string
-}
-
-const maxDepth = 32
-
-func (t *tracer) walk(pk *packet, table, chain string, s pstate, depth int) ([]walkResult, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("chain recursion too deep at %s/%s", table, chain)
-	}
-	rules, ok := t.rs[table][chain]
-	if !ok {
-		return nil, fmt.Errorf("jump to missing chain %s/%s", table, chain)
-	}
-	return t.walkFrom(pk, table, rules, 0, s, depth)
-}
-
-func (t *tracer) walkFrom(pk *packet, table string, rules []tRule, i int, s pstate, depth int) ([]walkResult, error) {
-	var out []walkResult
-	for ; i < len(rules); i++ {
-		r := rules[i]
-		p, target, targetArgs, recentSet, err := t.match(pk, &s, r)
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %q: %w", table, r.chain, r.raw, err)
-		}
-		if p == 0 {
-			continue
-		}
-		if p < 1 {
-			// Branch: the non-matching share continues with the next rule.
-			miss := s.clone()
-			miss.prob *= 1 - p
-			rest, err := t.walkFrom(pk, table, rules, i+1, miss, depth)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rest...)
-			s.prob *= p
-		}
-		s.trace = append(s.trace, r.raw)
-		if recentSet != "" {
-			s.recentSet = append(s.recentSet, recentSet)
-		}
-		switch target {
-		case "":
-			continue
-		case "ACCEPT", "DROP", "REJECT":
-			return append(out, walkResult{s, target}), nil
-		case "RETURN":
-			return append(out, walkResult{s, ""}), nil
-		case "DNAT":
-			if table != "nat" {
-				return nil, fmt.Errorf("DNAT outside nat: %q", r.raw)
-			}
-			to := flagValue(targetArgs, "--to-destination")
-			ap, err := netip.ParseAddrPort(to)
-			if err != nil {
-				return nil, fmt.Errorf("bad DNAT destination in %q: %w", r.raw, err)
-			}
-			s.dnat, s.dnatted = to, true
-			s.dst, s.dport = ap.Addr(), int(ap.Port())
-			return append(out, walkResult{s, "ACCEPT"}), nil
-		case "MASQUERADE":
-			for _, a := range targetArgs {
-				if a != "--random-fully" {
-					return nil, fmt.Errorf("unknown MASQUERADE option %q", a)
-				}
-			}
-			s.masq = true
-			return append(out, walkResult{s, "ACCEPT"}), nil
-		case "MARK":
-			if err := applyMark(&s, targetArgs); err != nil {
-				return nil, fmt.Errorf("%q: %w", r.raw, err)
-			}
-			continue
-		default:
-			if len(targetArgs) > 0 {
-				return nil, fmt.Errorf("arguments to chain jump in %q", r.raw)
-			}
-			sub, err := t.walk(pk, table, target, s, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			for _, res := range sub {
-				if res.verdict != "" {
-					out = append(out, res)
-					continue
-				}
-				rest, err := t.walkFrom(pk, table, rules, i+1, res.s, depth)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, rest...)
-			}
-			return out, nil
-		}
-	}
-	return append(out, walkResult{s, ""}), nil
-}
-
-func flagValue(args []string, flag string) string {
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == flag {
-			return args[i+1]
-		}
-	}
-	return ""
-}
-
-func parseMark(s string) (uint32, error) {
-	v, err := strconv.ParseUint(s, 0, 32)
-	return uint32(v), err
-}
-
-func applyMark(s *pstate, args []string) error {
-	if len(args) != 2 {
-		return fmt.Errorf("MARK wants one option, got %v", args)
-	}
-	switch args[0] {
-	case "--or-mark":
-		v, err := parseMark(args[1])
-		if err != nil {
-			return err
-		}
-		s.mark |= v
-	case "--xor-mark":
-		v, err := parseMark(args[1])
-		if err != nil {
-			return err
-		}
-		s.mark ^= v
-	case "--set-xmark":
-		val, mask, _ := strings.Cut(args[1], "/")
-		v, err := parseMark(val)
-		if err != nil {
-			return err
-		}
-		m := uint32(math.MaxUint32)
-		if mask != "" {
-			if m, err = parseMark(mask); err != nil {
-				return err
-			}
-		}
-		s.mark = (s.mark &^ m) ^ v
-	default:
-		return fmt.Errorf("unknown MARK option %q", args[0])
-	}
-	return nil
-}
-
-// match evaluates a rule's matches for the packet. It returns the
-// probability that the rule matches (0, 1, or a statistic's share), the
-// target and the target's arguments. Side effects of matches that always
-// apply when the rule matches (-m recent --set) are applied to s.
-func (t *tracer) match(pk *packet, s *pstate, r tRule) (float64, string, []string, string, error) {
-	w := r.words
-	prob := 1.0
-	matched := true
-	var recentName string
-	var recentSet bool
-	for i := 0; i < len(w); i++ {
-		neg := false
-		if w[i] == "!" {
-			neg = true
-			i++
-			if i >= len(w) {
-				return 0, "", nil, "", fmt.Errorf("dangling !")
-			}
-		}
-		opt := w[i]
-		val := ""
-		needVal := func() error {
-			if i+1 >= len(w) {
-				return fmt.Errorf("%s needs a value", opt)
-			}
-			i++
-			val = w[i]
-			return nil
-		}
-		res := true
-		switch opt {
-		case "-j":
-			if neg {
-				return 0, "", nil, "", fmt.Errorf("negated -j")
-			}
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			if !matched {
-				return 0, val, w[i+1:], "", nil
-			}
-			return prob, val, w[i+1:], setName(recentName, recentSet), nil
-		case "-m":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			switch val {
-			case "comment", "tcp", "udp", "sctp", "conntrack", "addrtype", "mark", "statistic", "recent", "nfacct":
-			default:
-				return 0, "", nil, "", fmt.Errorf("unknown match module %q", val)
-			}
-			continue
-		case "--comment", "--nfacct-name", "--mode", "--seconds", "--reject-with":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			if opt == "--mode" && val != "random" {
-				return 0, "", nil, "", fmt.Errorf("unknown statistic mode %q", val)
-			}
-			continue
-		case "--reap", "--rsource":
-			continue
-		case "--mask":
-			// iptables-save spells out -m recent's default full mask.
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			if val != "255.255.255.255" && val != "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff" {
-				return 0, "", nil, "", fmt.Errorf("recent --mask %q not modelled", val)
-			}
-			continue
-		case "-p":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			res = val == pk.proto
-		case "-s", "-d":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			pfx, err := parsePrefix(val)
-			if err != nil {
-				return 0, "", nil, "", err
-			}
-			addr := s.src
-			if opt == "-d" {
-				addr = s.dst
-			}
-			res = pfx.Contains(addr)
-		case "--dport", "--sport":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			if opt == "--sport" {
-				return 0, "", nil, "", fmt.Errorf("--sport not modelled")
-			}
-			port, err := strconv.Atoi(val)
-			if err != nil {
-				return 0, "", nil, "", fmt.Errorf("bad port %q", val)
-			}
-			res = port == s.dport
-		case "-i", "-o":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			iface := s.iif
-			if opt == "-o" {
-				return 0, "", nil, "", fmt.Errorf("-o not modelled")
-			}
-			if p, ok := strings.CutSuffix(val, "+"); ok {
-				res = iface != "" && strings.HasPrefix(iface, p)
-			} else {
-				res = iface == val
-			}
-		case "--src-type", "--dst-type":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			if val != "LOCAL" {
-				return 0, "", nil, "", fmt.Errorf("addrtype %q not modelled", val)
-			}
-			addr := s.src
-			if opt == "--dst-type" {
-				addr = s.dst
-			}
-			res = t.isLocal(addr)
-		case "--ctstate":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			states := map[string]bool{}
-			if pk.invalid {
-				states["INVALID"] = true
-			} else {
-				states["NEW"] = true
-			}
-			if s.dnatted {
-				states["DNAT"] = true
-			}
-			res = false
-			for _, st := range strings.Split(val, ",") {
-				switch st {
-				case "NEW", "INVALID", "DNAT", "RELATED", "ESTABLISHED":
-				default:
-					return 0, "", nil, "", fmt.Errorf("ctstate %q not modelled", st)
-				}
-				if states[st] {
-					res = true
-				}
-			}
-		case "--mark":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			v, m, _ := strings.Cut(val, "/")
-			value, err := parseMark(v)
-			if err != nil {
-				return 0, "", nil, "", err
-			}
-			mask := uint32(math.MaxUint32)
-			if m != "" {
-				if mask, err = parseMark(m); err != nil {
-					return 0, "", nil, "", err
-				}
-			}
-			res = s.mark&mask == value
-		case "--probability":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			p, err := strconv.ParseFloat(val, 64)
-			if err != nil || p <= 0 || p > 1 {
-				return 0, "", nil, "", fmt.Errorf("bad probability %q", val)
-			}
-			prob *= p
-			continue
-		case "--name":
-			if err := needVal(); err != nil {
-				return 0, "", nil, "", err
-			}
-			recentName = val
-			continue
-		case "--set":
-			recentSet = true
-			continue
-		case "--rcheck":
-			res = recentName != "" && t.recent[recentName][s.src]
-		default:
-			return 0, "", nil, "", fmt.Errorf("unknown option %q", opt)
-		}
-		if neg {
-			res = !res
-		}
-		if !res {
-			matched = false
-		}
-	}
-	// No -j: a rule that only counts (or documents).
-	if !matched {
-		return 0, "", nil, "", nil
-	}
-	return prob, "", nil, setName(recentName, recentSet), nil
-}
-
-// setName is the -m recent list a matching rule adds the source to, if any.
-func setName(name string, set bool) string {
-	if set {
-		return name
-	}
-	return ""
-}
-
-func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return p, fmt.Errorf("bad CIDR %q: %w", s, err)
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("bad address %q: %w", s, err)
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
 // trace follows pk through the hooks and returns its possible outcomes,
-// merged by (verdict, dnat, masq) and sorted by DNAT target.
+// merged by (verdict, dnat, masq) and sorted by them.
 func (t *tracer) trace(pk packet) ([]outcome, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	src, err := netip.ParseAddr(pk.src)
 	if err != nil {
 		return nil, err
@@ -598,124 +158,37 @@ func (t *tracer) trace(pk packet) ([]outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := pstate{src: src, dst: dst, dport: pk.dport, prob: 1, iif: pk.iif}
-	var finals []pstate
-	var verdicts []string
-
-	// hook runs a builtin chain over every state, keeping survivors and
-	// recording terminal drops/rejects.
-	hook := func(states []pstate, table, chain string) ([]pstate, error) {
-		var next []pstate
-		for _, st := range states {
-			if _, ok := t.rs[table][chain]; !ok {
-				return nil, fmt.Errorf("builtin chain %s/%s missing from the ruleset", table, chain)
-			}
-			res, err := t.walk(&pk, table, chain, st, 0)
-			if err != nil {
-				return nil, err
-			}
-			for _, r := range res {
-				if r.verdict == "" && pk.dropPolicy && table == "filter" && (chain == "INPUT" || chain == "FORWARD") {
-					r.verdict = "DROP"
-				}
-				switch r.verdict {
-				case "DROP", "REJECT":
-					finals = append(finals, r.s)
-					verdicts = append(verdicts, r.verdict)
-				default:
-					next = append(next, r.s)
-				}
-			}
-		}
-		return next, nil
+	if pk.dport < 0 || pk.dport > 65535 {
+		return nil, fmt.Errorf("bad port %d", pk.dport)
 	}
-	// nat chains see only the first packet of a connection; INVALID
-	// packets have no connection and skip nat entirely.
-	natHook := func(states []pstate, chain string) ([]pstate, error) {
-		if pk.invalid {
-			return states, nil
-		}
-		return hook(states, "nat", chain)
+	ipt := t.ipt
+	if pk.dropPolicy {
+		ipt = ipt.WithPolicy("filter", "INPUT", "DROP").WithPolicy("filter", "FORWARD", "DROP")
 	}
-
-	states := []pstate{s}
-	if pk.from == fromHost {
-		states[0].iif = ""
-		if states, err = natHook(states, "OUTPUT"); err != nil {
-			return nil, err
+	res, err := ipt.Trace(trace.Packet{Src: src, Dst: dst, Protocol: pk.proto, Port: uint16(pk.dport),
+		From: pk.from.origin(), InInterface: pk.iif, Invalid: pk.invalid}, &t.node)
+	if err != nil {
+		return nil, err
+	}
+	if res.HasUnknown() {
+		var b strings.Builder
+		for _, u := range res.Unknowns {
+			fmt.Fprintf(&b, "\n  %s: %q: %s", u.Where, u.Rule, u.Reason)
 		}
-		if states, err = hook(states, "filter", "OUTPUT"); err != nil {
-			return nil, err
+		return nil, fmt.Errorf("the tracer cannot judge the rules this packet meets:%s", b.String())
+	}
+	out := make([]outcome, 0, len(res.Outcomes))
+	for _, o := range res.Outcomes {
+		oc := outcome{verdict: string(o.Verdict), dnat: o.DNAT, masq: o.Masquerade, prob: o.Probability}
+		for _, name := range o.AffinitySet {
+			oc.recentSet = append(oc.recentSet, strings.TrimPrefix(name, "recent:"))
 		}
-		if states, err = natHook(states, "POSTROUTING"); err != nil {
-			return nil, err
-		}
-		// Locally destined packets come back in through lo to INPUT.
-		var local, remote []pstate
-		for _, st := range states {
-			if t.isLocal(st.dst) {
-				st.iif = "lo"
-				local = append(local, st)
-			} else {
-				remote = append(remote, st)
+		for _, st := range o.Path {
+			if st.Rule != "" {
+				oc.trace = append(oc.trace, st.Rule)
 			}
 		}
-		if local, err = hook(local, "filter", "INPUT"); err != nil {
-			return nil, err
-		}
-		states = append(remote, local...)
-	} else {
-		if states, err = natHook(states, "PREROUTING"); err != nil {
-			return nil, err
-		}
-		var local, fwd []pstate
-		for _, st := range states {
-			if t.isLocal(st.dst) {
-				local = append(local, st)
-			} else {
-				fwd = append(fwd, st)
-			}
-		}
-		if local, err = hook(local, "filter", "INPUT"); err != nil {
-			return nil, err
-		}
-		if fwd, err = hook(fwd, "filter", "FORWARD"); err != nil {
-			return nil, err
-		}
-		if fwd, err = natHook(fwd, "POSTROUTING"); err != nil {
-			return nil, err
-		}
-		states = append(local, fwd...)
-	}
-	for _, st := range states {
-		finals = append(finals, st)
-		verdicts = append(verdicts, "ACCEPT")
-	}
-
-	merged := map[string]*outcome{}
-	var keys []string
-	for i, st := range finals {
-		o := outcome{verdict: verdicts[i], dnat: st.dnat, masq: st.masq, prob: st.prob, recentSet: st.recentSet, trace: st.trace}
-		if o.verdict != "ACCEPT" {
-			o.masq = false
-		}
-		k := o.String()
-		if m, ok := merged[k]; ok {
-			m.prob += o.prob
-			continue
-		}
-		merged[k] = &o
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]outcome, 0, len(keys))
-	total := 0.0
-	for _, k := range keys {
-		out = append(out, *merged[k])
-		total += merged[k].prob
-	}
-	if math.Abs(total-1) > 1e-6 {
-		return nil, fmt.Errorf("outcome probabilities sum to %v, not 1: %v", total, out)
+		out = append(out, oc)
 	}
 	return out, nil
 }
@@ -725,10 +198,9 @@ func (t *tracer) trace(pk packet) ([]outcome, error) {
 func (t *tracer) remember(src string, o outcome) {
 	a := netip.MustParseAddr(src)
 	for _, name := range o.recentSet {
-		if t.recent[name] == nil {
-			t.recent[name] = map[netip.Addr]bool{}
+		if !slices.Contains(t.node.Recent[name], a) {
+			t.node.Recent[name] = append(t.node.Recent[name], a)
 		}
-		t.recent[name][a] = true
 	}
 }
 

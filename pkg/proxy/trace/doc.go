@@ -1,0 +1,38 @@
+// Package trace answers "what happens to this packet on this node?" from the
+// rules the node holds, without sending anything.
+//
+// It evaluates one new connection's first packet (source, destination,
+// protocol, port, and where it enters: from a pod or another host through an
+// interface, or from a process on the node itself) through a ruleset, along
+// the netfilter hooks the kernel would run it through, and reports every
+// possible fate: accepted, dropped or rejected, each DNAT target with its
+// probability (iptables statistic rules, nftables numgen slots), whether it
+// is masqueraded, which session-affinity lists it is checked against or
+// recorded in, and the path of chains, rules and map lookups that decided it.
+// Each step is annotated with the Service and endpoint it belongs to, read
+// from kube-proxy's rule comments and chain, set and map names.
+//
+// Rulesets come from:
+//   - iptables: iptables-save text (ParseIPTablesSave); the same text is what
+//     net-utils' iptables fake saves, so the iptables backend's tests trace
+//     through this package;
+//   - nftables: `nft -j list ruleset` / `nft -j list table` JSON
+//     (ParseNFTJSON), or an nft script such as knftables' Fake.Dump() or
+//     kube-proxy's --dry-run output (ParseNFTScript).
+//
+// The tracer does not guess. A rule, match, expression or target it does not
+// model is reported in the result (Outcome.Verdict Unknown, Result.Unknowns)
+// once the packet reaches it and everything the tracer does understand about
+// the rule matches; rules that belong to someone else (chains and tables not
+// named like kube-proxy's) are traced when understood and flagged as foreign.
+// Compare reports how a live ruleset differs from what kube-proxy would
+// program.
+//
+// Kernel state the rules refer to but do not hold (conntrack entries, the
+// node's addresses, iptables' -m recent lists) is given by the caller in
+// Node; nftables affinity sets carry their elements in the ruleset itself.
+//
+// Allowed imports: the standard library and k8s.io/klog/v2. It must build on
+// every platform and never import a proxier package: the proxiers' tests
+// import it.
+package trace
