@@ -97,6 +97,13 @@ func (f *Fake) FailNext(op string, errs ...error) {
 	f.failures[op] = append(f.failures[op], errs...)
 }
 
+// ClearFailures drops every failure FailNext queued and no call consumed.
+func (f *Fake) ClearFailures() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.failures)
+}
+
 // SetRunning stops (false) or restarts the HNS service: while stopped every
 // call fails with HNSNotRunningError. Objects survive.
 func (f *Fake) SetRunning(running bool) {
