@@ -98,7 +98,7 @@ func TestBadInputIsSkipped(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tc.wantDNATs, ",") {
 				t.Fatalf("usable endpoints = %v, want %v", got, tc.wantDNATs)
 			}
-			m, _ := p.model(spn, tc.svc, &proxy.TrafficPolicy{ClusterEndpoints: kept, ReachableEndpoints: kept, HasEndpoints: len(kept) > 0})
+			m, _ := p.model(context.Background(), spn, tc.svc, &proxy.TrafficPolicy{ClusterEndpoints: kept, ReachableEndpoints: kept, HasEndpoints: len(kept) > 0})
 			var modelled []string
 			for _, ep := range m.clusterEndpoints {
 				modelled = append(modelled, ep.endpoint)

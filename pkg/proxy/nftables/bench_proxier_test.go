@@ -74,9 +74,9 @@ func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
 	cfg.NodePortAddresses = []string{"192.168.0.2/32"}
 	nw := proxyutiltest.NewFakeNetwork()
 	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{&net.IPNet{IP: net.ParseIP("192.168.0.2"), Mask: net.CIDRMask(24, 32)}})
-	p, err := newProxier(ctx, nft, cfg, v1.IPv4Protocol, proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"), testNodeName,
-		net.ParseIP("192.168.0.2"), proxyutil.NewNodePortAddresses(v1.IPv4Protocol, cfg.NodePortAddresses), nw,
-		conntrack.NewFake(), healthcheck.NewFakeServiceHealthServer(), nil)
+	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"), testNodeName,
+		net.ParseIP("192.168.0.2"), nil, nil, false, WithNFTables(nft), WithNetworkInterfacer(nw),
+		WithConntrack(conntrack.NewFake()), WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,7 +4,6 @@ package nftables
 
 import (
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -80,19 +79,6 @@ type endpointModel struct {
 type endpointNames struct {
 	chain       string
 	affinitySet string
-}
-
-func newEndpointModel(namespace, name, protocol, portName, ip string, port int, local bool) *endpointModel {
-	return &endpointModel{
-		ip:        ip,
-		port:      port,
-		local:     local,
-		endpoint:  net.JoinHostPort(ip, strconv.Itoa(port)),
-		namespace: namespace,
-		name:      name,
-		protocol:  protocol,
-		portName:  portName,
-	}
 }
 
 // lazyNames computes the endpoint's chain and affinity set names once. The

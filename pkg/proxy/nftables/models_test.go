@@ -4,6 +4,7 @@ package nftables
 
 import (
 	"net"
+	"strconv"
 	"strings"
 
 	"k8s.io/kube-proxy/pkg/proxy"
@@ -145,4 +146,19 @@ func eps(ip func(string) string, addrs ...string) []string {
 		out = append(out, net.JoinHostPort(ip(h), p))
 	}
 	return out
+}
+
+// newEndpointModel builds an endpoint model as the proxier does from the
+// node-local model.
+func newEndpointModel(namespace, name, protocol, portName, ip string, port int, local bool) *endpointModel {
+	return &endpointModel{
+		ip:        ip,
+		port:      port,
+		local:     local,
+		endpoint:  net.JoinHostPort(ip, strconv.Itoa(port)),
+		namespace: namespace,
+		name:      name,
+		protocol:  protocol,
+		portName:  portName,
+	}
 }

@@ -14,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/knftables"
 
 	"k8s.io/kube-proxy/pkg/features"
 	"k8s.io/kube-proxy/pkg/proxy"
@@ -173,43 +172,6 @@ func NewProxierWithOptions(ctx context.Context,
 	if nw == nil {
 		nw = proxyutil.RealNetwork{}
 	}
-	return newProxier(ctx, nft, config, ipFamily, localDetector, nodeName, nodeIP, nodePortAddresses, nw, ct, shs, healthzServer, opts...)
-}
-
-// NewDryRunProxier builds a proxier that programs nothing: every nft
-// transaction a sync would run is written to out (in `nft -f` syntax) and
-// applied to an in-memory table instead of the kernel. It needs no
-// privileges, so cmd/kube-proxy can use it to show what it would do.
-// Conntrack cleanup and per-service health checks are faked too. It is
-// NewProxierWithOptions with WithDryRun(out).
-func NewDryRunProxier(ctx context.Context,
-	config *kubeproxyconfig.KubeProxyConfiguration,
-	ipFamily v1.IPFamily,
-	localDetector proxyutil.LocalTrafficDetector,
-	nodeName string,
-	nodeIP net.IP,
-	out io.Writer,
-) (*Proxier, error) {
-	return NewProxierWithOptions(ctx, config, ipFamily, localDetector, nodeName, nodeIP, nil, nil, false, WithDryRun(out))
-}
-
-// newProxier is the constructor shared by production, dry-run and tests.
-func newProxier(ctx context.Context,
-	nft knftables.Interface,
-	config *kubeproxyconfig.KubeProxyConfiguration,
-	ipFamily v1.IPFamily,
-	localDetector proxyutil.LocalTrafficDetector,
-	nodeName string,
-	nodeIP net.IP,
-	nodePortAddresses *proxyutil.NodePortAddresses,
-	nw proxyutil.NetworkInterfacer,
-	ct conntrack.Interface,
-	serviceHealthServer healthcheck.ServiceHealthServer,
-	healthzServer *healthcheck.ProxyHealthServer,
-	opts ...Option,
-) (*Proxier, error) {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	o := applyOptions(opts)
 	masqueradeBit := 14
 	if config.NFTables.MasqueradeBit != nil {
 		masqueradeBit = int(*config.NFTables.MasqueradeBit)
@@ -263,7 +225,7 @@ func newProxier(ctx context.Context,
 	}
 
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, serviceHealthServer, conntrack.StaleEntriesCleaner(ct, ipFamily))
+		healthzServer, shs, conntrack.StaleEntriesCleaner(ct, ipFamily))
 	shellOpts.MakeServicePort = newServiceInfo
 	// Syncs that change nothing make no kernel call, so a table deleted or
 	// flushed from outside would only be noticed at the next change; once
@@ -277,6 +239,23 @@ func newProxier(ctx context.Context,
 	}
 	p.Shell = shell
 	return p, nil
+}
+
+// NewDryRunProxier builds a proxier that programs nothing: every nft
+// transaction a sync would run is written to out (in `nft -f` syntax) and
+// applied to an in-memory table instead of the kernel. It needs no
+// privileges, so cmd/kube-proxy can use it to show what it would do.
+// Conntrack cleanup and per-service health checks are faked too. It is
+// NewProxierWithOptions with WithDryRun(out).
+func NewDryRunProxier(ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipFamily v1.IPFamily,
+	localDetector proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIP net.IP,
+	out io.Writer,
+) (*Proxier, error) {
+	return NewProxierWithOptions(ctx, config, ipFamily, localDetector, nodeName, nodeIP, nil, nil, false, WithDryRun(out))
 }
 
 // servicePortInfo caches what the backend needs per service port.
@@ -339,7 +318,7 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 		if tp == nil {
 			continue
 		}
-		m, ss := p.modelIn(ctx, name, svc, tp)
+		m, ss := p.model(ctx, name, svc, tp)
 		if m == nil {
 			continue
 		}
@@ -425,13 +404,8 @@ func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoi
 // model converts a valid service port and its resolved traffic policy into
 // the generator's model, through the library's node-local model so that
 // third-party backends and this one are handed the same thing. It returns nil
-// for a port the node-local model leaves out (logged there).
-func (p *Proxier) model(name proxy.ServicePortName, svc proxy.ServicePort, tp *proxy.TrafficPolicy) (*serviceModel, *syncedService) {
-	return p.modelIn(klog.NewContext(context.Background(), p.logger), name, svc, tp)
-}
-
-// modelIn is model logging to ctx's logger.
-func (p *Proxier) modelIn(ctx context.Context, name proxy.ServicePortName, svc proxy.ServicePort, tp *proxy.TrafficPolicy) (*serviceModel, *syncedService) {
+// for a port the node-local model leaves out (logged to ctx's logger).
+func (p *Proxier) model(ctx context.Context, name proxy.ServicePortName, svc proxy.ServicePort, tp *proxy.TrafficPolicy) (*serviceModel, *syncedService) {
 	ln, ok := p.local.ComputeServicePort(ctx, name, svc, tp)
 	if !ok {
 		return nil, nil

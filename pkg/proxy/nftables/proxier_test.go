@@ -66,9 +66,9 @@ func newTestProxierWith(t *testing.T, tf testFamily, mutate func(*kubeproxyconfi
 	if wrap != nil {
 		nft = wrap(fake)
 	}
-	p, err := newProxier(ctx, nft, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
-		net.ParseIP(tf.nodeIP), proxyutil.NewNodePortAddresses(tf.family, cfg.NodePortAddresses), nw,
-		ct, hs, nil)
+	p, err := NewProxierWithOptions(ctx, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
+		net.ParseIP(tf.nodeIP), nil, nil, false,
+		WithNFTables(nft), WithNetworkInterfacer(nw), WithConntrack(ct), WithServiceHealthServer(hs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,28 +30,15 @@ const DefaultMaxOpsPerTransaction = 20000
 // into rules, diffs them against the in-memory view, and runs the result. It
 // knows nothing about pkg/proxy's trackers, which keeps it testable on its own.
 type syncer struct {
+	syncerConfig
 	nft      knftables.Interface
-	family   v1.IPFamily
 	ipX      string
 	addrType string
 	gen      *generator
 	view     *view
 
-	masqueradeAll     bool
-	localDetector     proxyutil.LocalTrafficDetector
-	nodePortAddresses *proxyutil.NodePortAddresses
-	networkInterfacer proxyutil.NetworkInterfacer
-	// rejectProtocols lists the protocols whose localhost NodePorts are
-	// rejected (and counted); localhostRejectEnabled says whether the map
-	// exists at all (gate KubeProxyNFTablesLocalhostNodePorts).
-	rejectProtocols        []v1.Protocol
-	localhostRejectEnabled bool
-
 	// serviceCIDRs is the comma-separated list of this family's ServiceCIDRs.
 	serviceCIDRs string
-
-	// maxOps is the transaction size bound; <= 0 means unbounded.
-	maxOps int
 
 	// recreatedBaseChains is set after the first full sync, which deletes and
 	// recreates the base chains so that changed chain properties (priority)
@@ -70,9 +57,13 @@ type syncerConfig struct {
 	nodeIP            []byte
 	nodePortAddresses *proxyutil.NodePortAddresses
 	networkInterfacer proxyutil.NetworkInterfacer
-	rejectProtocols   []v1.Protocol
-	localhostEnabled  bool
-	maxOps            int
+	// rejectProtocols lists the protocols whose localhost NodePorts are
+	// rejected (and counted); localhostEnabled says whether the map exists
+	// at all (gate KubeProxyNFTablesLocalhostNodePorts).
+	rejectProtocols  []v1.Protocol
+	localhostEnabled bool
+	// maxOps is the transaction size bound; <= 0 means unbounded.
+	maxOps int
 }
 
 func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *syncer {
@@ -99,21 +90,14 @@ func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *s
 		g.ifLocal = cfg.localDetector.IfLocalNFT()
 	}
 	return &syncer{
-		nft:                    nft,
-		family:                 cfg.family,
-		ipX:                    ipX,
-		addrType:               addrType,
-		gen:                    g,
-		view:                   newView(ipX, addrType),
-		masqueradeAll:          cfg.masqueradeAll,
-		localDetector:          cfg.localDetector,
-		nodePortAddresses:      cfg.nodePortAddresses,
-		networkInterfacer:      cfg.networkInterfacer,
-		rejectProtocols:        cfg.rejectProtocols,
-		localhostRejectEnabled: cfg.localhostEnabled,
-		maxOps:                 cfg.maxOps,
-		logger:                 logger,
-		logRateLimiter:         rate.NewLimiter(rate.Every(24*time.Hour), 1),
+		syncerConfig:   cfg,
+		nft:            nft,
+		ipX:            ipX,
+		addrType:       addrType,
+		gen:            g,
+		view:           newView(ipX, addrType),
+		logger:         logger,
+		logRateLimiter: rate.NewLimiter(rate.Every(24*time.Hour), 1),
 	}
 }
 
@@ -146,7 +130,7 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.view.resetDesired()
 		enabled := [numContainers]bool{}
 		for c := range numContainers {
-			enabled[c] = c != cLocalhostReject || s.localhostRejectEnabled
+			enabled[c] = c != cLocalhostReject || s.localhostEnabled
 		}
 		s.view.reload(ctx, s.nft, pl, enabled, s.logger)
 	} else if in.rewriteClusterIPsCheck {
