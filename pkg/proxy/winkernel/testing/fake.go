@@ -51,6 +51,64 @@ type Fake struct {
 	lbs      map[string]*hcnapi.LoadBalancer
 	calls    map[string]int
 	failures map[string][]error
+	// byIP counts endpoints per "networkID/IP"; byFrontend holds the load
+	// balancer of each frontend. They keep the checks O(1), so benchmarks
+	// at 10k Services measure the proxier, not the fake.
+	byIP       map[string]int
+	byFrontend map[frontend]string
+}
+
+type frontend struct {
+	vip      string
+	protocol uint32
+	port     uint16
+	ipv6     bool
+}
+
+func frontendOf(lb *hcnapi.LoadBalancer) (frontend, bool) {
+	if len(lb.PortMappings) == 0 {
+		return frontend{}, false
+	}
+	return frontend{vip: lb.VIP(), protocol: lb.PortMappings[0].Protocol, port: lb.PortMappings[0].ExternalPort, ipv6: lb.IsIPv6()}, true
+}
+
+func (f *Fake) putEP(ep *hcnapi.Endpoint) {
+	f.eps[ep.ID] = ep
+	for _, ip := range ep.IPs {
+		f.byIP[strings.ToLower(ep.NetworkID)+"/"+ip]++
+	}
+}
+
+func (f *Fake) dropEP(id string) {
+	ep := f.eps[id]
+	if ep == nil {
+		return
+	}
+	delete(f.eps, id)
+	for _, ip := range ep.IPs {
+		k := strings.ToLower(ep.NetworkID) + "/" + ip
+		if f.byIP[k]--; f.byIP[k] <= 0 {
+			delete(f.byIP, k)
+		}
+	}
+}
+
+func (f *Fake) putLB(lb *hcnapi.LoadBalancer) {
+	f.lbs[lb.ID] = lb
+	if k, ok := frontendOf(lb); ok {
+		f.byFrontend[k] = lb.ID
+	}
+}
+
+func (f *Fake) dropLB(id string) {
+	lb := f.lbs[id]
+	if lb == nil {
+		return
+	}
+	delete(f.lbs, id)
+	if k, ok := frontendOf(lb); ok && f.byFrontend[k] == id {
+		delete(f.byFrontend, k)
+	}
 }
 
 var _ hcnapi.Interface = &Fake{}
@@ -58,12 +116,14 @@ var _ hcnapi.Interface = &Fake{}
 // NewFake returns an empty fake HNS with the given features.
 func NewFake(features hcnapi.Features) *Fake {
 	return &Fake{
-		features: features,
-		networks: map[string]*hcnapi.Network{},
-		eps:      map[string]*hcnapi.Endpoint{},
-		lbs:      map[string]*hcnapi.LoadBalancer{},
-		calls:    map[string]int{},
-		failures: map[string][]error{},
+		features:   features,
+		networks:   map[string]*hcnapi.Network{},
+		eps:        map[string]*hcnapi.Endpoint{},
+		lbs:        map[string]*hcnapi.LoadBalancer{},
+		calls:      map[string]int{},
+		failures:   map[string][]error{},
+		byIP:       map[string]int{},
+		byFrontend: map[frontend]string{},
 	}
 }
 
@@ -188,7 +248,7 @@ func (f *Fake) DeleteNetwork(name string) {
 	delete(f.networks, name)
 	for id, ep := range f.eps {
 		if ep.NetworkID == n.ID {
-			delete(f.eps, id)
+			f.dropEP(id)
 		}
 	}
 }
@@ -207,7 +267,7 @@ func (f *Fake) AddEndpoint(networkName string, ep hcnapi.Endpoint) *hcnapi.Endpo
 	c := ep.Clone()
 	c.ID = f.newID("ep")
 	c.NetworkID = n.ID
-	f.eps[c.ID] = c
+	f.putEP(c)
 	return c.Clone()
 }
 
@@ -218,7 +278,7 @@ func (f *Fake) AddLoadBalancer(lb hcnapi.LoadBalancer) *hcnapi.LoadBalancer {
 	defer f.mu.Unlock()
 	c := lb.Clone()
 	c.ID = f.newID("lb")
-	f.lbs[c.ID] = c
+	f.putLB(c)
 	return c.Clone()
 }
 
@@ -324,20 +384,15 @@ func (f *Fake) CreateEndpoint(networkID string, ep *hcnapi.Endpoint) (*hcnapi.En
 	if len(ep.IPs) == 0 {
 		return nil, hcnapi.Errorf(hcnapi.KindInvalidIP, "endpoint without an IP configuration")
 	}
-	for _, other := range f.eps {
-		if !strings.EqualFold(other.NetworkID, networkID) {
-			continue
-		}
-		for _, ip := range ep.IPs {
-			if slices.Contains(other.IPs, ip) {
-				return nil, hcnapi.Errorf(hcnapi.KindOther, "endpoint with IP %s already exists (%s)", ip, hcnapi.ErrorCodeFileAlreadyExists)
-			}
+	for _, ip := range ep.IPs {
+		if f.byIP[strings.ToLower(networkID)+"/"+ip] > 0 {
+			return nil, hcnapi.Errorf(hcnapi.KindOther, "endpoint with IP %s already exists (%s)", ip, hcnapi.ErrorCodeFileAlreadyExists)
 		}
 	}
 	c := ep.Clone()
 	c.ID = f.newID("ep")
 	c.NetworkID = networkID
-	f.eps[c.ID] = c
+	f.putEP(c)
 	return c.Clone(), nil
 }
 
@@ -351,7 +406,7 @@ func (f *Fake) DeleteEndpoint(id string) error {
 	if f.eps[id] == nil {
 		return hcnapi.Errorf(hcnapi.KindNotFound, "Endpoint %q not found", id)
 	}
-	delete(f.eps, id)
+	f.dropEP(id)
 	return nil
 }
 
@@ -380,15 +435,9 @@ func (f *Fake) check(lb *hcnapi.LoadBalancer, skip string) error {
 			return hcnapi.Errorf(hcnapi.KindNotFound, "Endpoint %q not found", id)
 		}
 	}
-	pm := lb.PortMappings[0]
-	for id, other := range f.lbs {
-		if id == skip || len(other.PortMappings) == 0 {
-			continue
-		}
-		opm := other.PortMappings[0]
-		if other.VIP() == lb.VIP() && opm.Protocol == pm.Protocol && opm.ExternalPort == pm.ExternalPort && other.IsIPv6() == lb.IsIPv6() {
-			return hcnapi.Errorf(hcnapi.KindPortAlreadyExists, "The specified port already exists (frontend %s %d/%d used by %s)", lb.VIP(), pm.ExternalPort, pm.Protocol, id)
-		}
+	k, _ := frontendOf(lb)
+	if id, ok := f.byFrontend[k]; ok && id != skip {
+		return hcnapi.Errorf(hcnapi.KindPortAlreadyExists, "The specified port already exists (frontend %s %d/%d used by %s)", k.vip, k.port, k.protocol, id)
 	}
 	return nil
 }
@@ -405,7 +454,7 @@ func (f *Fake) CreateLoadBalancer(lb *hcnapi.LoadBalancer) (*hcnapi.LoadBalancer
 	}
 	c := lb.Clone()
 	c.ID = f.newID("lb")
-	f.lbs[c.ID] = c
+	f.putLB(c)
 	return c.Clone(), nil
 }
 
@@ -427,7 +476,8 @@ func (f *Fake) UpdateLoadBalancer(id string, lb *hcnapi.LoadBalancer) (*hcnapi.L
 	}
 	c := lb.Clone()
 	c.ID = id
-	f.lbs[id] = c
+	f.dropLB(id)
+	f.putLB(c)
 	return c.Clone(), nil
 }
 
@@ -441,7 +491,7 @@ func (f *Fake) DeleteLoadBalancer(id string) error {
 	if f.lbs[id] == nil {
 		return hcnapi.Errorf(hcnapi.KindNotFound, "LoadBalancer %q not found", id)
 	}
-	delete(f.lbs, id)
+	f.dropLB(id)
 	return nil
 }
 
