@@ -4,6 +4,7 @@ package ipvs
 
 import (
 	"bytes"
+	"strconv"
 
 	utiliptables "k8s.io/net-utils/iptables"
 )
@@ -11,3 +12,5 @@ import (
 type bytesBuffer struct{ bytes.Buffer }
 
 func tableName(s string) utiliptables.Table { return utiliptables.Table(s) }
+
+func itoa(i int) string { return strconv.Itoa(i) }

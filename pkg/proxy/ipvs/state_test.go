@@ -1,0 +1,419 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2/ktesting"
+	utiliptables "k8s.io/net-utils/iptables"
+	utilipvs "k8s.io/net-utils/ipvs"
+	ipsettest "k8s.io/net-utils/ipset/testing"
+	ipvstest "k8s.io/net-utils/ipvs/testing"
+
+	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
+)
+
+func virtualServers(t testing.TB, env *fakeEnv) []string {
+	t.Helper()
+	vss, err := env.ipvs.GetVirtualServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, vs := range vss {
+		out = append(out, vs.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func bound(t testing.TB, env *fakeEnv) []string {
+	t.Helper()
+	b, err := env.netlink.ListBindAddress(defaultDummyDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = slices.Clone(b)
+	sort.Strings(b)
+	return b
+}
+
+func entries(t testing.TB, env *fakeEnv, set string) []string {
+	t.Helper()
+	e, err := env.ipset.ListEntries(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestStaleStateRemoved(t *testing.T) {
+	for _, f := range fams {
+		t.Run(string(f.family), func(t *testing.T) {
+			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+			web := webService(f, func(s *v1.Service) { s.Spec.ExternalIPs = []string{f.extIP} })
+			p.OnServiceAdd(web)
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+			syncAll(t, p)
+			if got, want := bound(t, env), sets.List(sets.New(f.svc(1), f.extIP)); !slices.Equal(got, want) {
+				t.Fatalf("bound %v, want %v", got, want)
+			}
+			if n := len(virtualServers(t, env)); n != 3 {
+				t.Fatalf("%d virtual servers, want 3: %v", n, virtualServers(t, env))
+			}
+			p.OnServiceDelete(web)
+			if err := p.SyncNow(); err != nil {
+				t.Fatal(err)
+			}
+			if got := bound(t, env); len(got) != 0 {
+				t.Errorf("addresses left on %s: %v", defaultDummyDevice, got)
+			}
+			if got := virtualServers(t, env); len(got) != 0 {
+				t.Errorf("virtual servers left: %v", got)
+			}
+			for _, set := range []setID{setClusterIP, setExternalIP, setNodePortTCP, setIPVS} {
+				if got := entries(t, env, p.sets[set].Name); len(got) != 0 {
+					t.Errorf("set %s left with %v", p.sets[set].Name, got)
+				}
+			}
+		})
+	}
+}
+
+func TestFullSyncRemovesLeftoversButExcludedAndOtherFamily(t *testing.T) {
+	p, env := newFakeProxier(t, v1.IPv4Protocol, []string{"192.168.0.2"}, fakeProxierOptions{excludeCIDRs: []string{"10.99.0.0/16", "fd99::/64"}})
+	for _, vs := range []*utilipvs.VirtualServer{
+		{Address: net.ParseIP("172.30.9.9"), Port: 80, Protocol: "TCP", Scheduler: "rr"},   // stale: deleted
+		{Address: net.ParseIP("10.99.1.1"), Port: 80, Protocol: "TCP", Scheduler: "rr"},    // excluded: kept
+		{Address: net.ParseIP("fd00:172::9"), Port: 80, Protocol: "TCP", Scheduler: "rr"}, // IPv6: not ours
+	} {
+		if err := env.ipvs.AddVirtualServer(vs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _ = env.netlink.EnsureDummyDevice(defaultDummyDevice)
+	_, _ = env.netlink.EnsureAddressBind("172.30.9.9", defaultDummyDevice)
+	syncAll(t, p)
+	if got, want := virtualServers(t, env), []string{"10.99.1.1:80/TCP", "[fd00:172::9]:80/TCP"}; !slices.Equal(got, want) {
+		t.Errorf("virtual servers %v, want %v", got, want)
+	}
+	if got := bound(t, env); len(got) != 0 {
+		t.Errorf("stale address still bound: %v", got)
+	}
+}
+
+func TestExternalIPOnNodeIsNotBound(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node, f.extIP}, fakeProxierOptions{})
+	p.OnServiceAdd(webService(f, func(s *v1.Service) { s.Spec.ExternalIPs = []string{f.extIP} }))
+	syncAll(t, p)
+	if got := bound(t, env); !slices.Equal(got, []string{f.svc(1)}) {
+		t.Errorf("bound %v, want only the cluster IP", got)
+	}
+	if !slices.Contains(virtualServers(t, env), f.extIP+":80/TCP") {
+		t.Errorf("no virtual server for the external IP: %v", virtualServers(t, env))
+	}
+}
+
+func TestNodePortAddresses(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node, "192.168.5.5"}, fakeProxierOptions{nodePortAddresses: []string{"192.168.5.0/24"}})
+	p.OnServiceAdd(webService(f, nil))
+	syncAll(t, p)
+	got := virtualServers(t, env)
+	if !slices.Contains(got, "192.168.5.5:30080/TCP") || slices.Contains(got, f.node+":30080/TCP") {
+		t.Errorf("virtual servers %v: want the node port only on 192.168.5.5", got)
+	}
+}
+
+func TestSchedulerAndFlags(t *testing.T) {
+	for _, sched := range []string{"", "rr", "lc", "sh", "mh"} {
+		t.Run(sched, func(t *testing.T) {
+			f := fams[0]
+			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{scheduler: sched})
+			p.OnServiceAdd(webService(f, nil))
+			syncAll(t, p)
+			want := sched
+			if want == "" {
+				want = "rr"
+			}
+			vss, _ := env.ipvs.GetVirtualServers()
+			for _, vs := range vss {
+				if vs.Scheduler != want {
+					t.Errorf("%s scheduler %q, want %q", vs, vs.Scheduler, want)
+				}
+				if hash := vs.Flags&utilipvs.FlagSourceHash != 0; hash != (want == "mh") {
+					t.Errorf("%s flags %#x: source hash flag wanted only for mh", vs, vs.Flags)
+				}
+			}
+		})
+	}
+}
+
+func TestSysctlsAndTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		kernel    string
+		strictARP bool
+		want      map[string]int
+		absent    []string
+	}{
+		{kernel: "4.0", want: map[string]int{sysctlVSConnTrack: 1, sysctlExpireNoDestConn: 1, sysctlExpireQuiescentTemplate: 1, sysctlForward: 1},
+			absent: []string{sysctlConnReuse, sysctlArpIgnore, sysctlArpAnnounce}},
+		{kernel: "4.19", want: map[string]int{sysctlConnReuse: 0}},
+		{kernel: "5.9", absent: []string{sysctlConnReuse}},
+		{kernel: "5.15", strictARP: true, want: map[string]int{sysctlArpIgnore: 1, sysctlArpAnnounce: 2}},
+	} {
+		t.Run(tc.kernel, func(t *testing.T) {
+			_, env := newFakeProxier(t, v1.IPv4Protocol, []string{"192.168.0.2"}, fakeProxierOptions{
+				kernelVersion: tc.kernel, strictARP: tc.strictARP, tcpTimeout: 900 * time.Second, udpTimeout: 30 * time.Second})
+			got := env.sysctl.Snapshot()
+			for k, v := range tc.want {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("sysctl %s = %d (set %v), want %d", k, g, ok, v)
+				}
+			}
+			written := sets.New[string]()
+			for _, w := range env.sysctl.Writes {
+				written.Insert(w.Name)
+			}
+			for _, k := range tc.absent {
+				if written.Has(k) {
+					t.Errorf("sysctl %s was written", k)
+				}
+			}
+			if env.ipvs.TCPTimeout != 900*time.Second || env.ipvs.UDPTimeout != 30*time.Second || env.ipvs.TCPFinTimeout != 0 {
+				t.Errorf("timeouts tcp=%v tcpfin=%v udp=%v", env.ipvs.TCPTimeout, env.ipvs.TCPFinTimeout, env.ipvs.UDPTimeout)
+			}
+		})
+	}
+}
+
+func TestIPv6SetNames(t *testing.T) {
+	p, env := newFakeProxier(t, v1.IPv6Protocol, []string{"fd00:192::2"}, fakeProxierOptions{})
+	syncAll(t, p)
+	names, _ := env.ipset.ListSets()
+	for _, n := range names {
+		if !strings.HasPrefix(n, "KUBE-6-") || len(n) > 31 {
+			t.Errorf("IPv6 set %q", n)
+		}
+		if spec := env.ipset.Sets[n]; spec.HashFamily != "inet6" {
+			t.Errorf("set %s family %q", n, spec.HashFamily)
+		}
+	}
+	for _, want := range []string{"KUBE-6-CLUSTER-IP", "KUBE-6-LOAD-BALANCER-SOURCE-CID", "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no set %s in %v", want, names)
+		}
+	}
+}
+
+// TestSyncCosts checks the batching: a full sync makes a constant number of
+// ipset invocations whatever the size, and a one-endpoint change touches
+// one virtual server's real servers and never lists virtual servers.
+func TestSyncCosts(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	counter := &countingIPVS{Interface: env.ipvs}
+	p.ipvs = counter
+	p.gtm.ipvs = counter
+	for i := range 50 {
+		s := makeService("ns", "svc"+itoa(i), func(s *v1.Service) {
+			s.Spec.ClusterIP = "172.30." + itoa(i/250) + "." + itoa(i%250+1)
+			s.Spec.Type = v1.ServiceTypeNodePort
+			s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, int32(30000+i))}
+		})
+		p.OnServiceAdd(s)
+		p.OnEndpointSliceAdd(makeSlice("ns", s.Name, s.Name+"-1", false, []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)},
+			ep{ip: "10.0.2." + itoa(i+1)}, local("10.0.1."+itoa(i+1))))
+	}
+	syncAll(t, p)
+	if env.ipset.Restores > 3 {
+		t.Errorf("full sync made %d ipset restores, want at most 3 (sets, then entries)", env.ipset.Restores)
+	}
+	env.ipset.Restores = 0
+	counter.reset()
+	old := makeSlice("ns", "svc7", "svc7-1", false, []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)},
+		ep{ip: "10.0.2.8"}, local("10.0.1.8"))
+	p.OnEndpointSliceUpdate(old, makeSlice("ns", "svc7", "svc7-1", false, []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)},
+		ep{ip: "10.0.2.8"}, ep{ip: "10.0.2.200"}, local("10.0.1.8")))
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if counter.calls["GetVirtualServers"] != 0 {
+		t.Errorf("partial sync listed every virtual server")
+	}
+	// One real server added to the cluster IP and the node port virtual server.
+	if got := counter.total(); got != 2 || counter.calls["AddRealServer"] != 2 {
+		t.Errorf("one-endpoint change made IPVS calls %v, want 2 AddRealServer", counter.calls)
+	}
+	if env.ipset.Restores != 0 {
+		t.Errorf("a remote endpoint change wrote ip sets (%d restores)", env.ipset.Restores)
+	}
+}
+
+func TestIPTablesRestoreFailure(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	p.OnServiceAdd(webService(f, nil))
+	syncAll(t, p)
+	before := env.dump(t)
+	env.ipt.SetRestoreError(errors.New("injected"))
+	lb := lbService(f, nil)
+	p.OnServiceUpdate(webService(f, nil), lb)
+	if err := p.SyncNow(); err == nil {
+		t.Fatal("sync with a failing iptables-restore succeeded")
+	}
+	if !p.NeedsFullSync() {
+		t.Error("a failed sync does not make the next one full")
+	}
+	if !strings.Contains(env.dump(t), "KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT") {
+		t.Errorf("failed restore lost the previous rules:\n%s\nbefore:\n%s", env.dump(t), before)
+	}
+	env.ipt.SetRestoreError(nil)
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(env.dump(t), "--match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER") {
+		t.Errorf("retry did not write the load balancer rules:\n%s", env.dump(t))
+	}
+}
+
+func TestCanUseIPVSProxier(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	fake := ipvstest.NewFake()
+	if err := CanUseIPVSProxier(ctx, fake, ipsettest.NewFake("v7.17"), "lc"); err != nil {
+		t.Errorf("CanUseIPVSProxier: %v", err)
+	}
+	if vss, _ := fake.GetVirtualServers(); len(vss) != 0 {
+		t.Errorf("test virtual server left behind: %v", vss)
+	}
+	if err := CanUseIPVSProxier(ctx, fake, ipsettest.NewFake("v5.4"), ""); err == nil || !strings.Contains(err.Error(), "less than min required version") {
+		t.Errorf("old ipset: %v", err)
+	}
+	if err := CanUseIPVSProxier(ctx, nil, ipsettest.NewFake("v7.17"), ""); err == nil {
+		t.Error("nil ipvs accepted")
+	}
+}
+
+func TestCleanupLeftovers(t *testing.T) {
+	for _, f := range fams {
+		t.Run(string(f.family), func(t *testing.T) {
+			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+			p.OnServiceAdd(lbService(f, nil))
+			syncAll(t, p)
+			_, ctx := ktesting.NewTestContext(t)
+			ipts := map[v1.IPFamily]utiliptables.Interface{f.family: env.ipt}
+			if failed := cleanupLeftovers(ctx, env.ipvs, ipts, env.ipset, env.netlink, nil); failed {
+				t.Fatal("cleanup reported an error")
+			}
+			if got := virtualServers(t, env); len(got) != 0 {
+				t.Errorf("virtual servers left: %v", got)
+			}
+			if sets, _ := env.ipset.ListSets(); len(sets) != 0 {
+				t.Errorf("sets left: %v", sets)
+			}
+			if _, err := env.netlink.ListBindAddress(defaultDummyDevice); err == nil {
+				t.Errorf("%s left", defaultDummyDevice)
+			}
+			d := env.dump(t)
+			if strings.Contains(d, "KUBE-") {
+				t.Errorf("chains left:\n%s", d)
+			}
+			// Nothing left is not an error (the fake, like upstream's, fails
+			// to delete a missing interface, so give it one).
+			nl := ipvstesting.NewFakeNetlinkHandle(f.ipv6)
+			_, _ = nl.EnsureDummyDevice(defaultDummyDevice)
+			if cleanupLeftovers(ctx, env.ipvs, ipts, env.ipset, nl, nil) {
+				t.Error("second cleanup reported an error")
+			}
+		})
+	}
+}
+
+func TestCleanupKeepsExcludedVirtualServers(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	fake := ipvstest.NewFake()
+	_ = fake.AddVirtualServer(&utilipvs.VirtualServer{Address: net.ParseIP("10.99.1.1"), Port: 80, Protocol: "TCP"})
+	_ = fake.AddVirtualServer(&utilipvs.VirtualServer{Address: net.ParseIP("172.30.0.1"), Port: 80, Protocol: "TCP"})
+	nl := ipvstesting.NewFakeNetlinkHandle(false)
+	cleanupLeftovers(ctx, fake, nil, ipsettest.NewFake("v7.17"), nl, []string{"10.99.0.0/16"})
+	if got := virtualServersOfFake(fake); !slices.Equal(got, []string{"10.99.1.1:80/TCP"}) {
+		t.Errorf("virtual servers %v", got)
+	}
+}
+
+func virtualServersOfFake(f *ipvstest.FakeIPVS) []string {
+	vss, _ := f.GetVirtualServers()
+	var out []string
+	for _, vs := range vss {
+		out = append(out, vs.String())
+	}
+	return out
+}
+
+// countingIPVS counts IPVS calls by method.
+type countingIPVS struct {
+	utilipvs.Interface
+	calls map[string]int
+}
+
+func (c *countingIPVS) reset() { c.calls = map[string]int{} }
+func (c *countingIPVS) count(m string) {
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[m]++
+}
+func (c *countingIPVS) total() int {
+	n := 0
+	for _, v := range c.calls {
+		n += v
+	}
+	return n
+}
+func (c *countingIPVS) AddVirtualServer(vs *utilipvs.VirtualServer) error {
+	c.count("AddVirtualServer")
+	return c.Interface.AddVirtualServer(vs)
+}
+func (c *countingIPVS) UpdateVirtualServer(vs *utilipvs.VirtualServer) error {
+	c.count("UpdateVirtualServer")
+	return c.Interface.UpdateVirtualServer(vs)
+}
+func (c *countingIPVS) DeleteVirtualServer(vs *utilipvs.VirtualServer) error {
+	c.count("DeleteVirtualServer")
+	return c.Interface.DeleteVirtualServer(vs)
+}
+func (c *countingIPVS) GetVirtualServer(vs *utilipvs.VirtualServer) (*utilipvs.VirtualServer, error) {
+	c.count("GetVirtualServer")
+	return c.Interface.GetVirtualServer(vs)
+}
+func (c *countingIPVS) GetVirtualServers() ([]*utilipvs.VirtualServer, error) {
+	c.count("GetVirtualServers")
+	return c.Interface.GetVirtualServers()
+}
+func (c *countingIPVS) AddRealServer(vs *utilipvs.VirtualServer, rs *utilipvs.RealServer) error {
+	c.count("AddRealServer")
+	return c.Interface.AddRealServer(vs, rs)
+}
+func (c *countingIPVS) GetRealServers(vs *utilipvs.VirtualServer) ([]*utilipvs.RealServer, error) {
+	c.count("GetRealServers")
+	return c.Interface.GetRealServers(vs)
+}
+func (c *countingIPVS) DeleteRealServer(vs *utilipvs.VirtualServer, rs *utilipvs.RealServer) error {
+	c.count("DeleteRealServer")
+	return c.Interface.DeleteRealServer(vs, rs)
+}
+func (c *countingIPVS) UpdateRealServer(vs *utilipvs.VirtualServer, rs *utilipvs.RealServer) error {
+	c.count("UpdateRealServer")
+	return c.Interface.UpdateRealServer(vs, rs)
+}
