@@ -15,9 +15,9 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2/ktesting"
+	ipsettest "k8s.io/net-utils/ipset/testing"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilipvs "k8s.io/net-utils/ipvs"
-	ipsettest "k8s.io/net-utils/ipset/testing"
 	ipvstest "k8s.io/net-utils/ipvs/testing"
 
 	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
@@ -93,8 +93,8 @@ func TestStaleStateRemoved(t *testing.T) {
 func TestFullSyncRemovesLeftoversButExcludedAndOtherFamily(t *testing.T) {
 	p, env := newFakeProxier(t, v1.IPv4Protocol, []string{"192.168.0.2"}, fakeProxierOptions{excludeCIDRs: []string{"10.99.0.0/16", "fd99::/64"}})
 	for _, vs := range []*utilipvs.VirtualServer{
-		{Address: net.ParseIP("172.30.9.9"), Port: 80, Protocol: "TCP", Scheduler: "rr"},   // stale: deleted
-		{Address: net.ParseIP("10.99.1.1"), Port: 80, Protocol: "TCP", Scheduler: "rr"},    // excluded: kept
+		{Address: net.ParseIP("172.30.9.9"), Port: 80, Protocol: "TCP", Scheduler: "rr"},  // stale: deleted
+		{Address: net.ParseIP("10.99.1.1"), Port: 80, Protocol: "TCP", Scheduler: "rr"},   // excluded: kept
 		{Address: net.ParseIP("fd00:172::9"), Port: 80, Protocol: "TCP", Scheduler: "rr"}, // IPv6: not ours
 	} {
 		if err := env.ipvs.AddVirtualServer(vs); err != nil {
