@@ -1,6 +1,7 @@
 package app
 
 import (
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -110,7 +111,9 @@ func commandFlags(t *testing.T) map[string]*pflag.Flag {
 
 func TestFlagsMatchUpstream(t *testing.T) {
 	got := commandFlags(t)
-	for name, want := range upstreamFlags {
+	platformFlags := maps.Clone(upstreamFlags)
+	maps.Copy(platformFlags, upstreamOSFlags)
+	for name, want := range platformFlags {
 		f, ok := got[name]
 		if !ok {
 			t.Errorf("--%s: missing (upstream has it)", name)
@@ -136,7 +139,7 @@ func TestFlagsMatchUpstream(t *testing.T) {
 	}
 	var extra []string
 	for name, f := range got {
-		if _, ok := upstreamFlags[name]; ok {
+		if _, ok := platformFlags[name]; ok {
 			continue
 		}
 		want, ok := addedFlags[name]
