@@ -19,16 +19,27 @@ import (
 // share an endpoint in the hairpin set); the first claimant's value wins and the
 // element lives until its last claimant goes away.
 type wantElem struct {
-	value   string
-	comment *string
-	owner   string
-	others  []claim
+	claim          // the holder's
+	others []claim // the other claimants, in owner order
 }
 
 type claim struct {
 	owner   string
 	value   string
 	comment *string
+}
+
+// find returns owner's place among w's claimants in owner order (0 is the
+// holder, i > 0 is others[i-1]) and whether owner is there.
+func (w *wantElem) find(owner string) (int, bool) {
+	if owner == w.owner {
+		return 0, true
+	}
+	if compareOwners(owner, w.owner) < 0 {
+		return 0, false
+	}
+	i, found := slices.BinarySearchFunc(w.others, owner, func(c claim, o string) int { return compareOwners(c.owner, o) })
+	return i + 1, found
 }
 
 // view is the authoritative in-memory picture of the kube-proxy table: what we
@@ -218,28 +229,25 @@ func (v *view) setOwner(owner string, r *serviceRules) {
 // were synced nor on map iteration.
 func (v *view) claim(owner string, e elemSpec) {
 	v.elems[e.c].touch(e.key)
+	cl := claim{owner: owner, value: e.value, comment: e.comment}
 	w := v.elems[e.c].want[e.key]
 	if w == nil {
 		v.noteConflicts(e.c, e.key, owner)
-		v.elems[e.c].want[e.key] = &wantElem{value: e.value, comment: e.comment, owner: owner}
+		v.elems[e.c].want[e.key] = &wantElem{claim: cl}
 		return
 	}
-	if w.owner == owner {
+	i, found := w.find(owner)
+	if found {
 		return // the same service port listing a key twice (e.g. its cluster IP)
 	}
-	i, found := slices.BinarySearchFunc(w.others, owner, func(c claim, o string) int { return compareOwners(c.owner, o) })
-	if found {
-		return
-	}
 	v.noteConflicts(e.c, e.key, owner)
-	cl := claim{owner: owner, value: e.value, comment: e.comment}
-	if compareOwners(owner, w.owner) < 0 {
+	if i == 0 {
 		// The newcomer sorts first: it takes the element over and the
 		// previous holder becomes the first of the others.
-		cl, w.owner, w.value, w.comment = claim{owner: w.owner, value: w.value, comment: w.comment}, owner, e.value, e.comment
-		i = 0
+		w.claim, cl = cl, w.claim
+		i = 1
 	}
-	w.others = slices.Insert(w.others, i, cl)
+	w.others = slices.Insert(w.others, i-1, cl)
 }
 
 func (v *view) unclaim(owner string, e elemSpec) {
@@ -248,18 +256,14 @@ func (v *view) unclaim(owner string, e elemSpec) {
 	if w == nil {
 		return
 	}
-	if w.owner == owner {
-		if len(w.others) == 0 {
-			delete(v.elems[e.c].want, e.key)
-			return
-		}
-		next := w.others[0]
-		w.owner, w.value, w.comment = next.owner, next.value, next.comment
-		w.others = slices.Delete(w.others, 0, 1)
-		return
-	}
-	if i, found := slices.BinarySearchFunc(w.others, owner, func(c claim, o string) int { return compareOwners(c.owner, o) }); found {
-		w.others = slices.Delete(w.others, i, i+1)
+	switch i, found := w.find(owner); {
+	case !found:
+	case i > 0:
+		w.others = slices.Delete(w.others, i-1, i)
+	case len(w.others) == 0:
+		delete(v.elems[e.c].want, e.key)
+	default:
+		w.claim, w.others = w.others[0], slices.Delete(w.others, 0, 1)
 	}
 }
 
@@ -340,15 +344,10 @@ func (v *view) takeNewConflicts() []conflict {
 func (v *view) wants(primary container, key, owner string) bool {
 	_, partner, _ := frontendContainers(primary)
 	for _, c := range [2]container{primary, partner} {
-		w := v.elems[c].want[key]
-		if w == nil {
-			continue
-		}
-		if w.owner == owner {
-			return true
-		}
-		if _, found := slices.BinarySearchFunc(w.others, owner, func(c claim, o string) int { return compareOwners(c.owner, o) }); found {
-			return true
+		if w := v.elems[c].want[key]; w != nil {
+			if _, found := w.find(owner); found {
+				return true
+			}
 		}
 	}
 	return false
