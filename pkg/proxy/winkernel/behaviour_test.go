@@ -69,7 +69,7 @@ func TestBehaviour(t *testing.T) {
 		objs: func(f fam) []any { return []any{web(f, nil), webSlice(f)} },
 		want: func(f fam) []string {
 			return []string{
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags(f.v6()),
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags(f.v6()),
 				"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
 			}
 		},
@@ -77,7 +77,7 @@ func TestBehaviour(t *testing.T) {
 		name: "node port, external IP and ingress IP, external policy Cluster",
 		objs: func(f fam) []any { return []any{web(f, func(s *v1.Service) { exposed(f, s) }), webSlice(f)} },
 		want: func(f fam) []string {
-			both := f.pod(1) + "," + f.rpod(1)
+			both := sortedIPs(f.pod(1), f.rpod(1))
 			return []string{
 				"LB * 30080/TCP->8080 eps=" + both + flags(f.v6(), "LocalRoutedVIP", "VipExternalIP"),
 				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + both + flags(f.v6()),
@@ -94,7 +94,7 @@ func TestBehaviour(t *testing.T) {
 		want: func(f fam) []string {
 			return []string{
 				"LB * 30080/TCP->8080 eps=" + f.pod(1) + flags("DSR", f.v6(), "LocalRoutedVIP", "VipExternalIP"),
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags(f.v6()),
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags(f.v6()),
 				"LB " + f.lb + " 80/TCP->8080 eps=" + f.pod(1) + flags("DSR", f.v6(), "VipExternalIP"),
 				"LB " + f.extIP + " 80/TCP->8080 eps=" + f.pod(1) + flags("DSR", f.v6(), "VipExternalIP"),
 				"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
@@ -109,7 +109,7 @@ func TestBehaviour(t *testing.T) {
 		want: func(f fam) []string {
 			return []string{
 				"LB * 30080/TCP->8080 eps=" + f.pod(1) + flags(f.v6(), "LocalRoutedVIP", "VipExternalIP"),
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags(f.v6()),
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags(f.v6()),
 				"LB " + f.lb + " 80/TCP->8080 eps=" + f.pod(1) + flags(f.v6(), "VipExternalIP"),
 				"LB " + f.extIP + " 80/TCP->8080 eps=" + f.pod(1) + flags(f.v6(), "VipExternalIP"),
 				"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
@@ -150,7 +150,7 @@ func TestBehaviour(t *testing.T) {
 		},
 		want: func(f fam) []string {
 			return []string{
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags(f.v6()) + " dist=2",
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags(f.v6()) + " dist=2",
 				"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
 			}
 		},
@@ -160,7 +160,7 @@ func TestBehaviour(t *testing.T) {
 		objs: func(f fam) []any { return []any{web(f, nil), webSlice(f)} },
 		want: func(f fam) []string {
 			return []string{
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags("DSR", f.v6()),
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags("DSR", f.v6()),
 				"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
 			}
 		},
@@ -173,7 +173,7 @@ func TestBehaviour(t *testing.T) {
 			}), webSlice(f)}
 		},
 		want: func(f fam) []string {
-			both := f.pod(1) + "," + f.rpod(1)
+			both := sortedIPs(f.pod(1), f.rpod(1))
 			return []string{
 				"LB * 30080/TCP->8080 eps=" + f.pod(1) + flags(f.v6(), "LocalRoutedVIP", "VipExternalIP"),
 				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + both + flags(f.v6()),
@@ -199,7 +199,7 @@ func TestBehaviour(t *testing.T) {
 		want: func(f fam) []string {
 			return []string{
 				"LB * 30080/TCP->8080 eps=" + f.pod(1) + flags("DSR", f.v6(), "LocalRoutedVIP", "VipExternalIP"),
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags(f.v6()),
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags(f.v6()),
 				"LB " + f.lb + " 32000/TCP->32000 eps=gw" + flags(f.v6()),
 				"LB " + f.lb + " 80/TCP->8080 eps=" + f.pod(1) + flags("DSR", f.v6(), "VipExternalIP"),
 				"EP local " + f.node + " mac=00-15-5d-00-00-02 name=" + testRootEP,
@@ -266,7 +266,7 @@ func TestBehaviour(t *testing.T) {
 		},
 		want: func(f fam) []string {
 			return []string{
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags(f.v6()),
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags(f.v6()),
 				"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
 			}
 		},
@@ -302,7 +302,7 @@ func TestBehaviour(t *testing.T) {
 		objs: func(f fam) []any { return []any{web(f, nil), webSlice(f)} },
 		want: func(f fam) []string {
 			return []string{
-				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + "," + f.rpod(1) + flags(f.v6()) + " src=" + f.sourceVIP,
+				"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)) + flags(f.v6()) + " src=" + f.sourceVIP,
 				"EP local " + f.sourceVIP + " mac=" + testHostMAC,
 				"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)) + " pa=" + f.otherNode,
 				"EP remote " + f.svc(1) + " mac=" + testHostMAC + " pa=" + f.node,

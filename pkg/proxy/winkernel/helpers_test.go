@@ -1,7 +1,6 @@
 package winkernel
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,7 +14,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
@@ -58,7 +57,7 @@ var families = []fam{
 	{
 		family: v1.IPv4Protocol, node: "192.168.0.2", otherNode: "192.168.0.3",
 		svcBase: "10.96.", podBase: "10.244.", rpodBase: "10.245.",
-		localSubnet: "10.244.0.0/16", remoteSubnet: "10.245.0.0/16",
+		localSubnet: "10.244.0.0/16", remoteSubnet: "10.128.0.0/9",
 		lb: "198.51.100.10", extIP: "192.0.2.20", public: "203.0.113.9", sourceVIP: "10.244.0.250",
 	},
 	{
@@ -73,7 +72,13 @@ var families = []fam{
 // node's pod IPs.
 func (f fam) svc(i int) string  { return f.num(f.svcBase, i) }
 func (f fam) pod(i int) string  { return f.num(f.podBase, i) }
-func (f fam) rpod(i int) string { return f.num(f.rpodBase, i) }
+func (f fam) rpod(i int) string {
+	if f.family == v1.IPv4Protocol {
+		// 10.128.0.0/9: room for the benchmarks' 100k endpoints and more.
+		return fmt.Sprintf("10.%d.%d.%d", 128+i>>16, (i>>8)&255, i&255)
+	}
+	return f.num(f.rpodBase, i)
+}
 
 func (f fam) num(base string, i int) string {
 	if f.family == v1.IPv6Protocol {
@@ -157,7 +162,7 @@ func newEnv(t testing.TB, f fam, o envOptions) *env {
 
 func (e *env) newProxier() *Proxier {
 	e.t.Helper()
-	ctx := klog.NewContext(context.Background(), klog.Background())
+	_, ctx := ktesting.NewTestContext(e.t)
 	p, err := newProxierInternal(ctx, e.cfg, e.f.family, testNode, net.ParseIP(e.f.node),
 		healthcheck.NewFakeServiceHealthServer(), nil, e.hns, e.mac, false)
 	if err != nil {
