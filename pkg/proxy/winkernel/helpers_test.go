@@ -70,8 +70,8 @@ var families = []fam{
 
 // svc, pod and rpod number service IPs, this node's pod IPs and the other
 // node's pod IPs.
-func (f fam) svc(i int) string  { return f.num(f.svcBase, i) }
-func (f fam) pod(i int) string  { return f.num(f.podBase, i) }
+func (f fam) svc(i int) string { return f.num(f.svcBase, i) }
+func (f fam) pod(i int) string { return f.num(f.podBase, i) }
 func (f fam) rpod(i int) string {
 	if f.family == v1.IPv4Protocol {
 		// 10.128.0.0/9: room for the benchmarks' 100k endpoints and more.
