@@ -30,7 +30,7 @@ var parityUpdateClusters = flag.Bool("update-parity-clusters", false, "rewrite t
 
 const (
 	parityDir      = "testdata/upstream-v1.37.2-random"
-	parityNodeName = "test-node"
+	parityNodeName = "test-hostname"
 )
 
 // parityScenario is one cluster, the node it runs on, the proxier's
@@ -47,7 +47,7 @@ type parityScenario struct {
 	// absent.
 	Interfaces map[string][]string `json:"interfaces"`
 	Config     parityConfig        `json:"config"`
-	Steps      []parityStep        `json:"steps"`
+	Steps      []parityStep        `json:"steps,omitempty"`
 }
 
 // parityConfig holds the KubeProxyConfiguration fields the scenarios vary.
@@ -59,7 +59,7 @@ type parityConfig struct {
 	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
 	// ClusterCIDR is given to a detect-local-by-CIDR detector; empty means
 	// no local-traffic detector.
-	ClusterCIDR string `json:"clusterCIDR,omitempty"`
+	ClusterCIDR   string `json:"clusterCIDR,omitempty"`
 	MasqueradeBit int32  `json:"masqueradeBit"`
 }
 
@@ -68,12 +68,11 @@ type parityConfig struct {
 // runs. The first step is the initial list, after which both Synced handlers
 // are called.
 type parityStep struct {
-	Services       []*v1.Service               `json:"services,omitempty"`
-	Slices         []*discovery.EndpointSlice  `json:"slices,omitempty"`
-	DeleteServices []string                    `json:"deleteServices,omitempty"`
-	DeleteSlices   []string                    `json:"deleteSlices,omitempty"`
-	ActiveConns    []parityActiveConn          `json:"activeConns,omitempty"`
-	_              struct{}                    `json:"-"`
+	Services       []*v1.Service              `json:"services,omitempty"`
+	Slices         []*discovery.EndpointSlice `json:"slices,omitempty"`
+	DeleteServices []string                   `json:"deleteServices,omitempty"`
+	DeleteSlices   []string                   `json:"deleteSlices,omitempty"`
+	ActiveConns    []parityActiveConn         `json:"activeConns,omitempty"`
 }
 
 // parityActiveConn sets a real server's connection counts in the ipvs fake
@@ -140,6 +139,9 @@ type parityGen struct {
 	nextEP int
 	svcs   map[string]*v1.Service
 	slices map[string]*discovery.EndpointSlice
+	// drained are endpoints removed by a drain step, by slice key, which a
+	// later step may bring back while upstream still holds them at weight 0.
+	drained map[string]discovery.Endpoint
 }
 
 var parityProtocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
@@ -155,7 +157,11 @@ func (g *parityGen) service(i int) *v1.Service {
 		},
 	}
 	s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
-	for p := range 1 + r.IntN(3) {
+	nports := 1 + r.IntN(2)
+	if r.IntN(5) == 0 {
+		nports = 3
+	}
+	for p := range nports {
 		proto := parityProtocols[r.IntN(len(parityProtocols))]
 		s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{
 			Name: fmt.Sprintf("p%d", p), Protocol: proto, Port: int32(80 + 10*p + r.IntN(3)),
@@ -173,7 +179,7 @@ func (g *parityGen) service(i int) *v1.Service {
 		return s
 	case k == 2:
 		// Of the other family only: this proxier ignores it.
-		s.Spec.ClusterIP = parityFamilies[otherFamily(f.family)].clusterIP(i)
+		s.Spec.ClusterIP = parityFamilies[parityOtherFamily(f.family)].clusterIP(i)
 		s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
 	case k < 8:
 		s.Spec.Type = v1.ServiceTypeNodePort
@@ -285,29 +291,29 @@ func (g *parityGen) slice(svc *v1.Service, n int) *discovery.EndpointSlice {
 	return s
 }
 
-func otherFamily(f v1.IPFamily) v1.IPFamily {
+func parityOtherFamily(f v1.IPFamily) v1.IPFamily {
 	if f == v1.IPv4Protocol {
 		return v1.IPv6Protocol
 	}
 	return v1.IPv4Protocol
 }
 
-func sliceKey(s *discovery.EndpointSlice) string { return s.Namespace + "/" + s.Name }
-func serviceKey(s *v1.Service) string            { return s.Namespace + "/" + s.Name }
+func paritySliceKey(s *discovery.EndpointSlice) string { return s.Namespace + "/" + s.Name }
+func parityServiceKey(s *v1.Service) string            { return s.Namespace + "/" + s.Name }
 
 // initial returns the first step: n services with their slices.
 func (g *parityGen) initial(n int) parityStep {
 	var st parityStep
 	for i := range n {
 		svc := g.service(i)
-		g.svcs[serviceKey(svc)] = svc
+		g.svcs[parityServiceKey(svc)] = svc
 		st.Services = append(st.Services, svc)
 		if svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone && g.rnd.IntN(2) == 0 {
 			continue
 		}
 		for k := range 1 + g.rnd.IntN(4)/3 {
 			sl := g.slice(svc, k)
-			g.slices[sliceKey(sl)] = sl
+			g.slices[paritySliceKey(sl)] = sl
 			st.Slices = append(st.Slices, sl)
 		}
 	}
@@ -320,8 +326,9 @@ func (g *parityGen) initial(n int) parityStep {
 func (g *parityGen) change(n int, drain bool) parityStep {
 	r := g.rnd
 	var st parityStep
-	svcNames := sortedKeys(g.svcs)
-	sliceNames := sortedKeys(g.slices)
+	touchedSvcs, touchedSlices := map[string]bool{}, map[string]bool{}
+	svcNames := paritySortedKeys(g.svcs)
+	sliceNames := paritySortedKeys(g.slices)
 	if drain {
 		for _, k := range sliceNames {
 			sl := g.slices[k]
@@ -329,41 +336,56 @@ func (g *parityGen) change(n int, drain bool) parityStep {
 			if svc == nil || svc.Spec.ClusterIP == v1.ClusterIPNone || len(sl.Endpoints) == 0 || len(svc.Spec.ClusterIP) == 0 {
 				continue
 			}
-			if parityIPFamily(svc.Spec.ClusterIP) != g.f.family || r.IntN(2) == 0 {
+			if parityIPFamily(svc.Spec.ClusterIP) != g.f.family || svc.Spec.InternalTrafficPolicy != nil || r.IntN(2) == 0 {
 				continue
 			}
-			// Give every port of the first endpoint connections on the
-			// ClusterIP virtual server, then remove the endpoint.
-			ep := sl.Endpoints[0]
+			// Give every port of the first ready endpoint (a real server of
+			// the ClusterIP virtual server) connections, then remove it.
+			j := slices.IndexFunc(sl.Endpoints, func(e discovery.Endpoint) bool {
+				return e.Conditions.Ready == nil || *e.Conditions.Ready
+			})
+			if j < 0 {
+				continue
+			}
+			ep := sl.Endpoints[j]
 			for _, sp := range svc.Spec.Ports {
 				for _, p := range sl.Ports {
-					if p.Name != nil && *p.Name == sp.Name {
+					if p.Name != nil && *p.Name == sp.Name && p.Protocol != nil && *p.Protocol == sp.Protocol {
 						st.ActiveConns = append(st.ActiveConns, parityActiveConn{
-							VirtualServer: joinHostPort(svc.Spec.ClusterIP, int(sp.Port)) + "/" + string(sp.Protocol),
-							RealServer:    joinHostPort(ep.Addresses[0], int(*p.Port)),
+							VirtualServer: parityJoinHostPort(svc.Spec.ClusterIP, int(sp.Port)) + "/" + string(sp.Protocol),
+							RealServer:    parityJoinHostPort(ep.Addresses[0], int(*p.Port)),
 							ActiveConn:    1 + r.IntN(3),
 						})
 					}
 				}
 			}
+			g.drained[k] = ep
 			upd := sl.DeepCopy()
-			upd.Endpoints = upd.Endpoints[1:]
+			upd.Endpoints = slices.Delete(upd.Endpoints, j, j+1)
 			g.slices[k] = upd
-			st.Slices = append(st.Slices, upd)
+			touchedSlices[k] = true
 		}
+	}
+	if !drain {
+		for _, k := range paritySortedKeys(g.drained) {
+			if sl, ok := g.slices[k]; ok && r.IntN(2) == 0 {
+				upd := sl.DeepCopy()
+				upd.Endpoints = append(upd.Endpoints, g.drained[k])
+				g.slices[k] = upd
+				touchedSlices[k] = true
+			}
+		}
+		clear(g.drained)
 	}
 	for range n {
 		switch op := r.IntN(10); {
 		case op == 0 && len(svcNames) > 0:
 			k := svcNames[r.IntN(len(svcNames))]
-			if slices.Contains(st.DeleteServices, k) {
-				continue
-			}
-			st.DeleteServices = append(st.DeleteServices, k)
+			touchedSvcs[k] = true
 			delete(g.svcs, k)
-			for _, sk := range sortedKeys(g.slices) {
+			for _, sk := range paritySortedKeys(g.slices) {
 				if sl := g.slices[sk]; sl.Namespace+"/"+sl.Labels[discovery.LabelServiceName] == k && r.IntN(3) != 0 {
-					st.DeleteSlices = append(st.DeleteSlices, sk)
+					touchedSlices[sk] = true
 					delete(g.slices, sk)
 				}
 			}
@@ -371,12 +393,12 @@ func (g *parityGen) change(n int, drain bool) parityStep {
 			// A new service, or a changed one, under a possibly used name.
 			i := r.IntN(len(svcNames) + 4)
 			svc := g.service(i)
-			g.svcs[serviceKey(svc)] = svc
-			st.Services = append(st.Services, svc)
+			g.svcs[parityServiceKey(svc)] = svc
+			touchedSvcs[parityServiceKey(svc)] = true
 			if r.IntN(2) == 0 {
 				sl := g.slice(svc, 0)
-				g.slices[sliceKey(sl)] = sl
-				st.Slices = append(st.Slices, sl)
+				g.slices[paritySliceKey(sl)] = sl
+				touchedSlices[paritySliceKey(sl)] = true
 			}
 		default:
 			if len(sliceNames) == 0 {
@@ -400,28 +422,29 @@ func (g *parityGen) change(n int, drain bool) parityStep {
 				upd.Endpoints = append(upd.Endpoints, g.endpoint())
 			}
 			g.slices[k] = upd
-			st.Slices = append(st.Slices, upd)
+			touchedSlices[k] = true
 		}
 	}
-	st.Services = lastPerKey(st.Services, serviceKey)
-	st.Slices = lastPerKey(st.Slices, sliceKey)
+	// The step is the net change: each touched object once, present or
+	// deleted.
+	for _, k := range paritySortedKeys(touchedSvcs) {
+		if svc, ok := g.svcs[k]; ok {
+			st.Services = append(st.Services, svc)
+		} else {
+			st.DeleteServices = append(st.DeleteServices, k)
+		}
+	}
+	for _, k := range paritySortedKeys(touchedSlices) {
+		if sl, ok := g.slices[k]; ok {
+			st.Slices = append(st.Slices, sl)
+		} else {
+			st.DeleteSlices = append(st.DeleteSlices, k)
+		}
+	}
 	return st
 }
 
-// lastPerKey keeps the last object per key, in key order.
-func lastPerKey[T any](objs []T, key func(T) string) []T {
-	m := map[string]T{}
-	for _, o := range objs {
-		m[key(o)] = o
-	}
-	out := make([]T, 0, len(m))
-	for _, k := range sortedKeys(m) {
-		out = append(out, m[k])
-	}
-	return out
-}
-
-func sortedKeys[T any](m map[string]T) []string {
+func paritySortedKeys[T any](m map[string]T) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -430,7 +453,7 @@ func sortedKeys[T any](m map[string]T) []string {
 	return keys
 }
 
-func joinHostPort(ip string, port int) string {
+func parityJoinHostPort(ip string, port int) string {
 	if parityIPFamily(ip) == v1.IPv6Protocol {
 		return fmt.Sprintf("[%s]:%d", ip, port)
 	}
@@ -452,10 +475,10 @@ var parityVariants = []struct {
 	changes int
 	mutate  func(*parityConfig, parityFamily)
 }{
-	{"base", 3, func(*parityConfig, parityFamily) {}},
+	{"base", 2, func(*parityConfig, parityFamily) {}},
 	{"base", 2, func(*parityConfig, parityFamily) {}},
 	{"masqall", 0, func(c *parityConfig, _ parityFamily) { c.MasqueradeAll = true }},
-	{"mh", 1, func(c *parityConfig, _ parityFamily) { c.Scheduler = "mh" }},
+	{"mh", 0, func(c *parityConfig, _ parityFamily) { c.Scheduler = "mh" }},
 	{"strictarp-npa", 0, func(c *parityConfig, f parityFamily) {
 		c.StrictARP = true
 		c.NodePortAddresses = f.nodePortAddresses
@@ -473,7 +496,7 @@ func generateParityScenarios() []*parityScenario {
 		f := parityFamilies[family]
 		for n, variant := range parityVariants {
 			g := &parityGen{f: f, rnd: rand.New(rand.NewPCG(uint64(1600+n), uint64(fi))),
-				svcs: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}}
+				svcs: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}, drained: map[string]discovery.Endpoint{}}
 			sc := &parityScenario{
 				Name:     fmt.Sprintf("%s-%d-%s", map[v1.IPFamily]string{v1.IPv4Protocol: "ipv4", v1.IPv6Protocol: "ipv6"}[family], n, variant.name),
 				Family:   family,
@@ -481,7 +504,7 @@ func generateParityScenarios() []*parityScenario {
 				Config: parityConfig{ClusterCIDR: f.clusterCIDR, MasqueradeBit: 14},
 			}
 			variant.mutate(&sc.Config, f)
-			sc.Steps = append(sc.Steps, g.initial(14+g.rnd.IntN(6)))
+			sc.Steps = append(sc.Steps, g.initial(10+g.rnd.IntN(5)))
 			for c := range variant.changes {
 				sc.Steps = append(sc.Steps, g.change(3+g.rnd.IntN(4), c%2 == 0))
 			}
@@ -536,11 +559,11 @@ func marshalParityScenario(sc *parityScenario) ([]byte, error) {
 			name  string
 			items []any
 		}{
-			{"services", anySlice(st.Services)},
-			{"slices", anySlice(st.Slices)},
-			{"deleteServices", anySlice(st.DeleteServices)},
-			{"deleteSlices", anySlice(st.DeleteSlices)},
-			{"activeConns", anySlice(st.ActiveConns)},
+			{"services", parityAnySlice(st.Services)},
+			{"slices", parityAnySlice(st.Slices)},
+			{"deleteServices", parityAnySlice(st.DeleteServices)},
+			{"deleteSlices", parityAnySlice(st.DeleteSlices)},
+			{"activeConns", parityAnySlice(st.ActiveConns)},
 		} {
 			if err := field(fl.name, fl.items); err != nil {
 				return nil, err
@@ -557,7 +580,7 @@ func marshalParityScenario(sc *parityScenario) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func anySlice[T any](s []T) []any {
+func parityAnySlice[T any](s []T) []any {
 	out := make([]any, len(s))
 	for i := range s {
 		out[i] = s[i]
