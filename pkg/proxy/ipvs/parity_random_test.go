@@ -1,0 +1,272 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// TestUpstreamParityRandom feeds every scenario in
+// testdata/upstream-v1.37.2-random (made by parity_gen_test.go) to our
+// proxier, step by step, and requires the state after each step's sync to be
+// exactly what upstream v1.37.2's ipvs proxier left in its fakes for the
+// same step (<name>.<step>.upstream.txt, captured as UPSTREAM-CAPTURE.md
+// describes): virtual servers with their scheduler, flags, timeout and real
+// servers with weights, every ipset with its entries, the addresses on
+// kube-ipvs0, the sysctls set and the nat and filter rules. Steps after the
+// first are partial syncs on our side (upstream always syncs everything),
+// and some give real servers connections before their endpoint goes, so
+// graceful termination is compared too.
+func TestUpstreamParityRandom(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(parityDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no scenarios in %s", parityDir)
+	}
+	compared := 0
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc parityScenario
+		if err := json.Unmarshal(raw, &sc); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			compared += runParityScenario(t, &sc, func(step int) string {
+				want, err := os.ReadFile(filepath.Join(parityDir, fmt.Sprintf("%s.%d.upstream.txt", sc.Name, step)))
+				if err != nil {
+					t.Fatalf("step %d: upstream capture missing (see testdata/UPSTREAM-CAPTURE.md): %v", step, err)
+				}
+				return string(want)
+			})
+		})
+	}
+	// Every capture must have been compared: a capture without its
+	// scenario step would otherwise go unnoticed.
+	captures, _ := filepath.Glob(filepath.Join(parityDir, "*.upstream.txt"))
+	if !t.Failed() && compared != len(captures) {
+		t.Errorf("compared %d steps, testdata holds %d upstream captures", compared, len(captures))
+	}
+}
+
+// runParityScenario drives a fake proxier through sc and compares its
+// state after each step with want(step). It returns the steps compared.
+func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) string) int {
+	if sc.NodeName != testHostname {
+		t.Fatalf("scenario node %q, but newFakeProxier's node is %q", sc.NodeName, testHostname)
+	}
+	if sc.Config.MasqueradeBit != 14 {
+		t.Fatalf("scenario masquerade bit %d, but newFakeProxier's is 14", sc.Config.MasqueradeBit)
+	}
+	ifaces := map[string][]net.IP{}
+	for dev, cidrs := range sc.Interfaces {
+		for _, c := range cidrs {
+			ip, _, err := net.ParseCIDR(c)
+			if err != nil {
+				t.Fatalf("interface %s address %q: %v", dev, c, err)
+			}
+			ifaces[dev] = append(ifaces[dev], ip)
+		}
+	}
+	if len(ifaces["eth0"]) == 0 || ifaces["eth0"][0].String() != sc.NodeIP {
+		t.Fatalf("the node IP %s must be eth0's first address (newFakeProxier makes it so), eth0 has %v", sc.NodeIP, ifaces["eth0"])
+	}
+	var eth0 []string
+	for _, ip := range ifaces["eth0"] {
+		eth0 = append(eth0, ip.String())
+	}
+	p, env := newFakeProxier(t, sc.Family, eth0, fakeProxierOptions{
+		masqueradeAll:     sc.Config.MasqueradeAll,
+		scheduler:         sc.Config.Scheduler,
+		strictARP:         sc.Config.StrictARP,
+		nodePortAddresses: sc.Config.NodePortAddresses,
+		localDetectorCIDR: sc.Config.ClusterCIDR,
+	})
+	for _, dev := range paritySortedKeys(ifaces) {
+		if dev == "eth0" {
+			continue
+		}
+		var ips []string
+		var addrs []net.Addr
+		for _, ip := range ifaces[dev] {
+			ips = append(ips, ip.String())
+			bits := 8 * len(ip.To16())
+			if ip.To4() != nil {
+				bits = 32
+			}
+			addrs = append(addrs, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+		}
+		if err := env.netlink.SetLocalAddresses(dev, ips...); err != nil {
+			t.Fatal(err)
+		}
+		env.network.AddInterfaceAddr(&net.Interface{Name: dev}, addrs)
+	}
+
+	svcs := map[string]*v1.Service{}
+	eps := map[string]*discovery.EndpointSlice{}
+	compared := 0
+	for i, st := range sc.Steps {
+		for _, s := range st.Services {
+			if old, ok := svcs[parityServiceKey(s)]; ok {
+				p.OnServiceUpdate(old, s)
+			} else {
+				p.OnServiceAdd(s)
+			}
+			svcs[parityServiceKey(s)] = s
+		}
+		for _, s := range st.Slices {
+			if old, ok := eps[paritySliceKey(s)]; ok {
+				p.OnEndpointSliceUpdate(old, s)
+			} else {
+				p.OnEndpointSliceAdd(s)
+			}
+			eps[paritySliceKey(s)] = s
+		}
+		for _, k := range st.DeleteServices {
+			p.OnServiceDelete(svcs[k])
+			delete(svcs, k)
+		}
+		for _, k := range st.DeleteSlices {
+			p.OnEndpointSliceDelete(eps[k])
+			delete(eps, k)
+		}
+		for _, ac := range st.ActiveConns {
+			if !paritySetActiveConn(env, ac) {
+				t.Fatalf("step %d: no real server %s of %s to give connections (upstream had it)", i, ac.RealServer, ac.VirtualServer)
+			}
+		}
+		if i == 0 {
+			syncAll(t, p)
+		} else if err := p.SyncNow(); err != nil {
+			t.Fatalf("step %d: sync: %v", i, err)
+		}
+		got, exp := parityDumpEnv(t, env), want(i)
+		if got != exp {
+			t.Errorf("step %d: state differs from upstream v1.37.2's (- upstream only, + ours only):\n%s", i, parityLineDiff(exp, got))
+		}
+		compared++
+	}
+	return compared
+}
+
+func paritySetActiveConn(env *fakeEnv, ac parityActiveConn) bool {
+	found := false
+	for key, dests := range env.ipvs.Destinations {
+		if net.JoinHostPort(key.IP, strconv.Itoa(int(key.Port)))+"/"+strings.ToUpper(key.Protocol) != ac.VirtualServer {
+			continue
+		}
+		for _, d := range dests {
+			if d.String() == ac.RealServer {
+				d.ActiveConn = ac.ActiveConn
+				found = true
+			}
+		}
+	}
+	return found
+}
+
+// parityDumpEnv reads our fakes into the canonical dump.
+func parityDumpEnv(t *testing.T, env *fakeEnv) string {
+	t.Helper()
+	var st parityDumpState
+	for key, vs := range env.ipvs.Services {
+		d := parityDumpVS{Protocol: vs.Protocol, Address: vs.Address.String(), Port: int(vs.Port),
+			Scheduler: vs.Scheduler, Flags: uint32(vs.Flags), Timeout: vs.Timeout}
+		for _, rs := range env.ipvs.Destinations[key] {
+			d.RealServers = append(d.RealServers, parityDumpRS{Address: rs.Address.String(), Port: int(rs.Port), Weight: rs.Weight})
+		}
+		st.VirtualServers = append(st.VirtualServers, d)
+	}
+	for name, set := range env.ipset.Sets {
+		st.Sets = append(st.Sets, parityDumpSet{Name: name, Type: string(set.SetType), Family: set.HashFamily,
+			Entries: env.ipset.Entries[name].UnsortedList()})
+	}
+	if bound, err := env.netlink.ListBindAddress(defaultDummyDevice); err == nil {
+		st.DummyExists = true
+		st.Bound = bound
+	}
+	st.Sysctls = env.sysctl.Snapshot()
+	var buf bytes.Buffer
+	if err := env.ipt.SaveInto("", &buf); err != nil {
+		t.Fatal(err)
+	}
+	st.IPTablesSave = buf.String()
+	return parityFormat(st)
+}
+
+// parityLineDiff is a minimal line diff (longest common subsequence) with
+// two lines of context around each change.
+func parityLineDiff(a, b string) string {
+	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
+	n, m := len(x), len(y)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type line struct {
+		op   byte
+		text string
+	}
+	var out []line
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && x[i] == y[j]:
+			out = append(out, line{' ', x[i]})
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			out = append(out, line{'+', y[j]})
+			j++
+		default:
+			out = append(out, line{'-', x[i]})
+			i++
+		}
+	}
+	var sb strings.Builder
+	last := -1
+	for k, l := range out {
+		if l.op == ' ' {
+			continue
+		}
+		from := max(k-2, last+1)
+		if last >= 0 && from > last+1 {
+			sb.WriteString("...\n")
+		}
+		for c := from; c < k; c++ {
+			if out[c].op == ' ' {
+				fmt.Fprintf(&sb, "  %s\n", out[c].text)
+			}
+		}
+		fmt.Fprintf(&sb, "%c %s\n", l.op, l.text)
+		last = k
+		for c := k + 1; c < len(out) && c <= k+2 && out[c].op == ' '; c++ {
+			fmt.Fprintf(&sb, "  %s\n", out[c].text)
+			last = c
+		}
+	}
+	return sb.String()
+}
