@@ -18,15 +18,12 @@ import (
 
 // options collects what Options set.
 type options struct {
-	dryRun              io.Writer
-	conntrack           conntrack.Interface
-	nfacct              nfacct.Interface
-	nfacctSet           bool
-	serviceHealthServer healthcheck.ServiceHealthServer
-	networkInterfacer   proxyutil.NetworkInterfacer
-	stopCh              <-chan struct{}
-	noMonitor           bool
-	syncHook            func(syncshell.SyncResult)
+	syncshell.HostOptions
+	conntrack conntrack.Interface
+	nfacct    nfacct.Interface
+	nfacctSet bool
+	stopCh    <-chan struct{}
+	noMonitor bool
 }
 
 // Option customizes a Proxier built by NewProxierWithOptions or
@@ -45,18 +42,8 @@ func applyOptions(opts []Option) options {
 // run stand-ins that touch nothing.
 func (o *options) complete(ipFamily v1.IPFamily, nodeName string, recorder events.EventRecorder,
 	healthzServer *healthcheck.ProxyHealthServer, nodePortAddresses *proxyutil.NodePortAddresses, logger klog.Logger) {
-	dryRun := o.dryRun != nil
-	if o.serviceHealthServer == nil && dryRun {
-		o.serviceHealthServer = healthcheck.NewFakeServiceHealthServer()
-	} else if o.serviceHealthServer == nil {
-		var hc interface {
-			Health() healthcheck.ProxyHealth
-		}
-		if healthzServer != nil {
-			hc = healthzServer
-		}
-		o.serviceHealthServer = healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, hc, ipFamily)
-	}
+	o.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
+	dryRun := o.DryRun != nil
 	if !o.nfacctSet && !dryRun {
 		n, err := nfacct.New()
 		if err != nil {
@@ -67,9 +54,6 @@ func (o *options) complete(ipFamily v1.IPFamily, nodeName string, recorder event
 	}
 	if o.conntrack == nil && !dryRun {
 		o.conntrack = conntrack.New()
-	}
-	if o.networkInterfacer == nil {
-		o.networkInterfacer = proxyutil.RealNetwork{}
 	}
 }
 
@@ -84,7 +68,7 @@ func (o *options) complete(ipFamily v1.IPFamily, nodeName string, recorder event
 // whole output is valid iptables-restore input. Later (partial) syncs print
 // only what they would change, as a real partial sync restores only that.
 // This is what `kube-proxy --dry-run` uses.
-func WithDryRun(w io.Writer) Option { return func(o *options) { o.dryRun = w } }
+func WithDryRun(w io.Writer) Option { return func(o *options) { o.DryRun = w } }
 
 // WithConntrack replaces the netlink conntrack client (tests pass
 // conntrack.NewFake()).
@@ -98,13 +82,13 @@ func WithNFAcct(n nfacct.Interface) Option {
 
 // WithServiceHealthServer replaces the per-service health check server.
 func WithServiceHealthServer(s healthcheck.ServiceHealthServer) Option {
-	return func(o *options) { o.serviceHealthServer = s }
+	return func(o *options) { o.ServiceHealthServer = s }
 }
 
 // WithNetworkInterfacer replaces the source of host addresses used to
 // expand nodePortAddresses.
 func WithNetworkInterfacer(n proxyutil.NetworkInterfacer) Option {
-	return func(o *options) { o.networkInterfacer = n }
+	return func(o *options) { o.NetworkInterfacer = n }
 }
 
 // WithStopCh stops the canary Monitor goroutine when stop is closed.
@@ -117,4 +101,4 @@ func WithoutMonitor() Option { return func(o *options) { o.noMonitor = true } }
 // WithSyncHook calls fn after every sync (full or partial, with its duration
 // and error), on the syncing goroutine, so a caller can wait for a sync
 // instead of sleeping. fn must not block.
-func WithSyncHook(fn func(syncshell.SyncResult)) Option { return func(o *options) { o.syncHook = fn } }
+func WithSyncHook(fn func(syncshell.SyncResult)) Option { return func(o *options) { o.SyncHook = fn } }

@@ -149,10 +149,10 @@ func NewProxierWithOptions(ctx context.Context,
 	if ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol {
 		return nil, fmt.Errorf("iptables proxier: invalid IP family %q", ipFamily)
 	}
-	if ipt == nil && o.dryRun == nil {
+	if ipt == nil && o.DryRun == nil {
 		return nil, fmt.Errorf("iptables proxier (%s): nil iptables interface", ipFamily)
 	}
-	host, err := prepareHost(config, ipFamily, sysctl, o.dryRun != nil, logger)
+	host, err := prepareHost(config, ipFamily, sysctl, o.DryRun != nil, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +166,8 @@ func NewProxierWithOptions(ctx context.Context,
 	}
 	o.complete(ipFamily, nodeName, recorder, healthzServer, host.nodePortAddresses, logger)
 	kernel := ipt
-	if o.dryRun != nil {
-		kernel = newDryRunIPTables(ipFamily, o.dryRun)
+	if o.DryRun != nil {
+		kernel = newDryRunIPTables(ipFamily, o.DryRun)
 	}
 	p := &Proxier{
 		ipFamily:          ipFamily,
@@ -176,23 +176,23 @@ func NewProxierWithOptions(ctx context.Context,
 		local:             localnode.NewComputer(localnode.Family(ipFamily)),
 		syncer:            &syncer{ipt: kernel, nfacct: o.nfacct, family: string(ipFamily), logger: logger},
 		nodePortAddresses: host.nodePortAddresses,
-		networkInterfacer: o.networkInterfacer,
+		networkInterfacer: o.NetworkInterfacer,
 		logger:            logger,
 	}
 
 	// syncPeriod is only the retry interval: the canary Monitor, not a
 	// timer, detects rules flushed behind our back.
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, o.serviceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
+		healthzServer, o.ServiceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
 	shellOpts.MakeServicePort = newServiceInfo
-	shellOpts.Logger, shellOpts.OnSync = &logger, o.syncHook
+	shellOpts.Logger, shellOpts.OnSync = &logger, o.SyncHook
 	p.syncPeriod = shellOpts.RetryInterval
 	logger.V(2).Info("Iptables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", p.syncPeriod, "maxSyncPeriod", shellOpts.MaxInterval)
 	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
 		return nil, fmt.Errorf("iptables proxier (%s): %w", ipFamily, err)
 	}
 
-	if o.dryRun == nil && !o.noMonitor {
+	if o.DryRun == nil && !o.noMonitor {
 		stop := o.stopCh
 		if stop == nil {
 			stop = wait.NeverStop

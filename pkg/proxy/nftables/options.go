@@ -15,12 +15,9 @@ import (
 
 // options collects what Options set.
 type options struct {
-	dryRun              io.Writer
-	nft                 knftables.Interface
-	conntrack           conntrack.Interface
-	serviceHealthServer healthcheck.ServiceHealthServer
-	networkInterfacer   proxyutil.NetworkInterfacer
-	syncHook            func(syncshell.SyncResult)
+	syncshell.HostOptions
+	nft       knftables.Interface
+	conntrack conntrack.Interface
 }
 
 // Option customizes a Proxier built by NewProxierWithOptions or
@@ -40,7 +37,7 @@ func applyOptions(opts []Option) options {
 // (in `nft -f` syntax) and apply them to an in-memory table instead of the
 // kernel. The proxier then touches nothing on the host: no conntrack
 // cleanup, no per-service health check listeners, no healthz reports.
-func WithDryRun(w io.Writer) Option { return func(o *options) { o.dryRun = w } }
+func WithDryRun(w io.Writer) Option { return func(o *options) { o.DryRun = w } }
 
 // WithNFTables programs nft instead of the host's nftables, for example a
 // knftables.NewFake() whose final ruleset a test or an embedder reads back.
@@ -53,16 +50,16 @@ func WithConntrack(ct conntrack.Interface) Option { return func(o *options) { o.
 
 // WithServiceHealthServer replaces the per-service health check server.
 func WithServiceHealthServer(s healthcheck.ServiceHealthServer) Option {
-	return func(o *options) { o.serviceHealthServer = s }
+	return func(o *options) { o.ServiceHealthServer = s }
 }
 
 // WithNetworkInterfacer replaces the source of host addresses used to
 // expand nodePortAddresses.
 func WithNetworkInterfacer(n proxyutil.NetworkInterfacer) Option {
-	return func(o *options) { o.networkInterfacer = n }
+	return func(o *options) { o.NetworkInterfacer = n }
 }
 
 // WithSyncHook calls fn after every sync (full or partial, with its duration
 // and error), on the syncing goroutine, so a caller can wait for a sync
 // instead of sleeping. fn must not block.
-func WithSyncHook(fn func(syncshell.SyncResult)) Option { return func(o *options) { o.syncHook = fn } }
+func WithSyncHook(fn func(syncshell.SyncResult)) Option { return func(o *options) { o.SyncHook = fn } }

@@ -139,8 +139,8 @@ func NewProxierWithOptions(ctx context.Context,
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
 	nft := o.nft
 	switch {
-	case o.dryRun != nil:
-		nft = NewDryRunInterface(familyOf(ipFamily), o.dryRun)
+	case o.DryRun != nil:
+		nft = NewDryRunInterface(familyOf(ipFamily), o.DryRun)
 	case nft == nil:
 		var err error
 		if nft, err = getNFTablesInterface(ipFamily); err != nil {
@@ -152,26 +152,15 @@ func NewProxierWithOptions(ctx context.Context,
 		return nil, nil
 	}
 	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
-	ct, shs, nw := o.conntrack, o.serviceHealthServer, o.networkInterfacer
-	if o.dryRun != nil {
-		// A dry run touches nothing on the host and reports to no one.
+	if o.DryRun != nil {
+		// A dry run touches nothing on the host (no conntrack cleanup) and
+		// reports to no one.
 		healthzServer = nil
-		if ct == nil {
-			ct = conntrack.NewFake()
-		}
-		if shs == nil {
-			shs = healthcheck.NewFakeServiceHealthServer()
-		}
+	} else if o.conntrack == nil {
+		o.conntrack = conntrack.New()
 	}
-	if ct == nil {
-		ct = conntrack.New()
-	}
-	if shs == nil {
-		shs = healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, healthzServer, ipFamily)
-	}
-	if nw == nil {
-		nw = proxyutil.RealNetwork{}
-	}
+	o.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
+
 	masqueradeBit := 14
 	if config.NFTables.MasqueradeBit != nil {
 		masqueradeBit = int(*config.NFTables.MasqueradeBit)
@@ -210,7 +199,7 @@ func NewProxierWithOptions(ctx context.Context,
 		localDetector:     localDetector,
 		nodeIP:            nodeIP,
 		nodePortAddresses: nodePortAddresses,
-		networkInterfacer: nw,
+		networkInterfacer: o.NetworkInterfacer,
 		rejectProtocols:   rejectProtocols,
 		localhostEnabled:  localhostEnabled,
 		maxOps:            DefaultMaxOpsPerTransaction,
@@ -225,13 +214,13 @@ func NewProxierWithOptions(ctx context.Context,
 	}
 
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, shs, conntrack.StaleEntriesCleaner(ct, ipFamily))
+		healthzServer, o.ServiceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
 	shellOpts.MakeServicePort = newServiceInfo
 	// Syncs that change nothing make no kernel call, so a table deleted or
 	// flushed from outside would only be noticed at the next change; once
 	// per syncPeriod a tiny listing checks it is still there.
 	shellOpts.CheckInterval = shellOpts.RetryInterval
-	shellOpts.Logger, shellOpts.OnSync = &logger, o.syncHook
+	shellOpts.Logger, shellOpts.OnSync = &logger, o.SyncHook
 	logger.V(2).Info("NFTables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
 	shell, err := syncshell.New(ctx, shellOpts, (*rulesBackend)(p))
 	if err != nil {
@@ -245,7 +234,7 @@ func NewProxierWithOptions(ctx context.Context,
 // transaction a sync would run is written to out (in `nft -f` syntax) and
 // applied to an in-memory table instead of the kernel. It needs no
 // privileges, so cmd/kube-proxy can use it to show what it would do.
-// Conntrack cleanup and per-service health checks are faked too. It is
+// It cleans no conntrack entries and fakes the per-service health checks. It is
 // NewProxierWithOptions with WithDryRun(out).
 func NewDryRunProxier(ctx context.Context,
 	config *kubeproxyconfig.KubeProxyConfiguration,

@@ -14,6 +14,8 @@
 //
 // A backend implements Backend: it is handed an Update (what changed, or
 // everything) and programs it. It never re-decides traffic policy.
+// kube-proxy's own proxiers also share ProxierOptions (upstream's timing) and
+// HostOptions (the host-facing options their With* functions set).
 //
 // It may import the brain (k8s.io/kube-proxy/pkg/proxy and its config,
 // runner, healthcheck, metrics and util packages), never a backend, and
