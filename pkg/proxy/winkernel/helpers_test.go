@@ -1,6 +1,7 @@
 package winkernel
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -163,6 +166,10 @@ func newEnv(t testing.TB, f fam, o envOptions) *env {
 func (e *env) newProxier() *Proxier {
 	e.t.Helper()
 	_, ctx := ktesting.NewTestContext(e.t)
+	if _, bench := e.t.(*testing.B); bench {
+		// Benchmarks measure the proxier, not its V(3) logging.
+		ctx = klog.NewContext(context.Background(), logr.Discard())
+	}
 	p, err := newProxierInternal(ctx, e.cfg, e.f.family, testNode, net.ParseIP(e.f.node),
 		healthcheck.NewFakeServiceHealthServer(), nil, e.hns, e.mac, false)
 	if err != nil {

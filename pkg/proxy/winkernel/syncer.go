@@ -459,7 +459,12 @@ func (b *hnsBackend) acquire(r *syncRun, ip string, local bool, mac, pa string) 
 		st.refs++
 		return st.id, nil
 	}
-	if r.listed == nil {
+	// A full sync has listed the network's endpoints. A partial one lists
+	// them only for a local endpoint it does not know (the CNI plugin made
+	// it; HNS cannot be asked by address): listing costs as much as the
+	// network has endpoints, so a new remote endpoint is created directly,
+	// and the list is read only if HNS refuses because one exists.
+	if r.listed == nil && local {
 		if err := b.listEndpoints(r); err != nil {
 			return "", err
 		}
@@ -499,11 +504,24 @@ func (b *hnsBackend) acquire(r *syncRun, ip string, local bool, mac, pa string) 
 	}
 	r.wrote = true
 	ep, err := b.hcn.CreateEndpoint(b.network.ID, want)
+	if err != nil && r.listed == nil {
+		// An endpoint with this address may exist (left by an earlier run,
+		// or a local one the Service's endpoints were not told about).
+		if lerr := b.listEndpoints(r); lerr != nil {
+			return "", errors.Join(err, lerr)
+		}
+		if have := r.listed[ip]; have != nil {
+			b.eps[ip] = &epState{id: have.ID, owned: have.Remote, refs: 1}
+			return have.ID, nil
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("creating remote endpoint: %w", err)
 	}
 	b.logger.V(3).Info("Created remote endpoint", "ip", ip, "hnsID", ep.ID)
-	r.listed[ip] = ep
+	if r.listed != nil {
+		r.listed[ip] = ep
+	}
 	b.eps[ip] = &epState{id: ep.ID, owned: true, refs: 1}
 	return ep.ID, nil
 }
