@@ -81,5 +81,6 @@ and Nodes from YAML/JSON files, and --dry-run prints the rules instead of progra
 	fs.AddGoFlagSet(goflag.CommandLine)
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	_ = cmd.MarkFlagFilename("manifests", "yaml", "yml", "json")
+	cmd.AddCommand(newTraceCommand())
 	return cmd
 }

@@ -864,3 +864,46 @@ func (ipt *IPTables) Trace(pk Packet, node *Node) (*Result, error) {
 	}
 	return buildResult(ipt.Mode(), pk, finals, w.paths)
 }
+
+// EnsureChain creates table/chain if it does not exist; a builtin chain
+// (upper case, no dash) gets an ACCEPT policy.
+func (ipt *IPTables) EnsureChain(table, chain string) *IPTChain {
+	if ipt.Tables[table] == nil {
+		ipt.Tables[table] = map[string]*IPTChain{}
+	}
+	ch := ipt.Tables[table][chain]
+	if ch == nil {
+		policy := "-"
+		if strings.ToUpper(chain) == chain && !strings.Contains(chain, "-") {
+			policy = "ACCEPT"
+		}
+		ch = &IPTChain{Name: chain, Policy: policy}
+		ipt.Tables[table][chain] = ch
+	}
+	return ch
+}
+
+// EnsureRule adds a rule given as iptables arguments after the chain name
+// ("-m comment --comment x -j KUBE-SERVICES") to table/chain unless an
+// identical one is there, at the front with insert, as `iptables -C ||
+// iptables -I` does.
+func (ipt *IPTables) EnsureRule(table, chain string, insert bool, args string) error {
+	ch := ipt.EnsureChain(table, chain)
+	line := "-A " + chain + " " + args
+	words, err := splitIPTWords(line)
+	if err != nil {
+		return fmt.Errorf("rule %q: %w", args, err)
+	}
+	r := compileIPTRule(table, chain, words[2:], line)
+	for _, old := range ch.Rules {
+		if old.canonical() == r.canonical() {
+			return nil
+		}
+	}
+	if insert {
+		ch.Rules = append([]*IPTRule{r}, ch.Rules...)
+	} else {
+		ch.Rules = append(ch.Rules, r)
+	}
+	return nil
+}

@@ -1,0 +1,524 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/trace"
+)
+
+// traceOptions are the flags of `kube-proxy trace`; the proxy's own flags
+// (--proxy-mode, --manifests, --hostname-override, --config, ...) are there
+// too, with their usual meaning, for computing the rules kube-proxy would
+// program.
+type traceOptions struct {
+	proxy       *Options
+	from        string
+	to          string
+	fromHost    bool
+	inInterface string
+	netns       string
+	output      string
+	live        bool
+	localAddrs  []string
+	verbose     bool
+	maxDiffs    int
+}
+
+// newTraceCommand is `kube-proxy trace`.
+func newTraceCommand() *cobra.Command {
+	to := &traceOptions{proxy: NewOptions(), output: "text", maxDiffs: 10}
+	cmd := &cobra.Command{
+		Use:   "trace --to IP:PORT[/PROTO] (--from IP | --from-host)",
+		Short: "Show what this node's rules do with a packet to a Service",
+		Long: `trace answers "what happens to this packet on this node?" from the rules the
+node holds, without sending anything: accepted, dropped or rejected, every
+endpoint it could be DNATed to with its probability, session affinity,
+masquerading, and the chains, rules and map lookups that decide it, each
+annotated with the Service and endpoint it belongs to.
+
+By default it reads the live rules of this node (iptables-save, or nft -j list
+ruleset in nftables mode); --netns reads those of another network namespace.
+With --manifests (or --kubeconfig/--master) it computes the rules kube-proxy
+would program instead, without touching the host; with --live as well, it
+traces the live rules and says whether they differ from the computed ones.
+
+Rules the tracer does not model (another program's matches, a rule edited
+by hand) are named in the answer rather than guessed at.`,
+		Example: `  kube-proxy trace --proxy-mode nftables --from 10.244.1.5 --to 10.96.0.10:53/udp
+  kube-proxy trace --from 203.0.113.7 --in-interface eth0 --to 192.0.2.10:30080/tcp -o json
+  kube-proxy trace --proxy-mode nftables --manifests examples/cluster --hostname-override node-1 \
+      --from 198.19.1.5 --to 10.96.0.10:80`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !to.verbose {
+				// The answer goes to stdout; the informers' and the dry
+				// run's progress logs would only bury it.
+				klog.SetLogger(logr.Discard())
+			}
+			return to.run(cmd.Context(), cmd.Flags(), cmd.OutOrStdout())
+		},
+		SilenceUsage: true,
+	}
+	fs := cmd.Flags()
+	to.proxy.AddFlags(fs)
+	for _, name := range []string{"dry-run", "dry-run-follow", "cleanup", "init-only", "write-config-to"} {
+		if fs.Lookup(name) != nil {
+			_ = fs.MarkHidden(name)
+		}
+	}
+	fs.StringVar(&to.from, "from", to.from, "Source address of the packet (a pod's IP, a client's IP, or with --from-host one of the node's own addresses).")
+	fs.StringVar(&to.to, "to", to.to, "Destination as IP:PORT/PROTO (PROTO tcp, udp or sctp; default tcp); IPv6 as [IP]:PORT/PROTO.")
+	fs.BoolVar(&to.fromHost, "from-host", to.fromHost, "The packet is sent by a process on the node itself (the output path), not received from a pod or another host.")
+	fs.StringVar(&to.inInterface, "in-interface", to.inInterface, "The interface the packet arrives on (a pod's veth, the pod bridge, or an uplink); used by rules that match interfaces, such as --detect-local-mode=InterfaceNamePrefix.")
+	fs.StringVar(&to.netns, "netns", to.netns, "Read the live rules of this network namespace: a name under /run/netns, or a path such as /proc/PID/ns/net.")
+	fs.StringVarP(&to.output, "output", "o", to.output, "Output format: text or json.")
+	fs.BoolVar(&to.live, "live", to.live, "Trace the live rules of the node even when --manifests or a kubeconfig is given (they are then compared with the computed rules). The default is live unless --manifests, --kubeconfig or --master is set.")
+	fs.StringSliceVar(&to.localAddrs, "local-addresses", to.localAddrs, "The node's addresses (what rules call LOCAL). Default: read from the (--netns) network namespace for live rules, the Node's addresses for computed ones.")
+	fs.BoolVar(&to.verbose, "verbose", to.verbose, "Show every step of each path, also jumps that decided nothing, and kube-proxy's logs while it computes rules.")
+	fs.IntVar(&to.maxDiffs, "max-differences", to.maxDiffs, "How many differences between the live and the computed rules to list (0 for all).")
+	_ = cmd.MarkFlagFilename("manifests", "yaml", "yml", "json")
+	return cmd
+}
+
+// traceReport is the JSON answer.
+type traceReport struct {
+	Rules  string        `json:"rules"`
+	Result *trace.Result `json:"result"`
+	// Computed is the answer of the rules kube-proxy would program now,
+	// when they were computed as well as read.
+	Computed *trace.Result `json:"computed,omitempty"`
+	// InSync says whether the live rules are what kube-proxy would program;
+	// absent when only one of them was read.
+	InSync      *bool              `json:"inSync,omitempty"`
+	Differences []trace.Difference `json:"differences,omitempty"`
+}
+
+func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if to.output != "text" && to.output != "json" {
+		return fmt.Errorf("--output %q: want text or json", to.output)
+	}
+	o := to.proxy
+	if err := o.Complete(fs); err != nil {
+		return err
+	}
+	computed := o.manifests != "" || o.master != "" || o.config.ClientConnection.Kubeconfig != ""
+	live := to.live || to.netns != "" || !computed
+	if fs.Changed("live") && !to.live {
+		if !computed {
+			return fmt.Errorf("--live=false needs --manifests, --kubeconfig or --master to compute the rules from")
+		}
+		live = false
+	}
+
+	pk, err := to.packet()
+	if err != nil {
+		return err
+	}
+	family := v1.IPv4Protocol
+	if !pk.Dst.Unmap().Is4() {
+		family = v1.IPv6Protocol
+	}
+	mode := string(o.config.Mode)
+
+	var liveRules, computedRules trace.Tracer
+	node := &trace.Node{}
+	report := traceReport{}
+	if computed {
+		text, nodeIPs, err := computeRules(ctx, o)
+		if err != nil {
+			return fmt.Errorf("computing the rules from %s: %w", computedFrom(o), err)
+		}
+		if computedRules, err = parseComputed(text, mode, family); err != nil {
+			return fmt.Errorf("reading the rules computed from %s: %w", computedFrom(o), err)
+		}
+		if !live {
+			node.LocalAddrs = nodeIPs
+			report.Rules = fmt.Sprintf("computed from %s (%s, %s)", computedFrom(o), mode, family)
+		}
+	}
+	if live {
+		if !fs.Changed("proxy-mode") && o.ConfigFile == "" {
+			mode = detectMode(ctx, to.netns, family)
+		}
+		where := "this node"
+		if to.netns != "" {
+			where = "network namespace " + to.netns
+		}
+		if liveRules, err = readLive(ctx, to.netns, mode, family); err != nil {
+			return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
+		}
+		report.Rules = fmt.Sprintf("live, %s (%s, %s)", where, mode, family)
+		if len(to.localAddrs) == 0 {
+			if node.LocalAddrs, err = readLocalAddrs(ctx, to.netns); err != nil {
+				return fmt.Errorf("reading the local addresses of %s (or give --local-addresses): %w", where, err)
+			}
+		}
+		if mode == string(kubeproxyconfig.ProxyModeIPTables) {
+			node.Recent = readRecent(ctx, to.netns)
+		}
+	}
+	for _, a := range to.localAddrs {
+		addr, err := netip.ParseAddr(strings.TrimSpace(a))
+		if err != nil {
+			return fmt.Errorf("--local-addresses %q: %w", a, err)
+		}
+		node.LocalAddrs = append(node.LocalAddrs, addr)
+	}
+
+	tracer := computedRules
+	if live {
+		tracer = liveRules
+	}
+	if report.Result, err = tracer.Trace(pk, node); err != nil {
+		return err
+	}
+	if live && computed {
+		var diffs []trace.Difference
+		switch l := liveRules.(type) {
+		case *trace.IPTables:
+			c, ok := computedRules.(*trace.IPTables)
+			if !ok {
+				return fmt.Errorf("the live rules are %s but --proxy-mode computes %s", mode, computedRules.Mode())
+			}
+			diffs = trace.CompareIPTables(l, c, to.maxDiffs)
+		case *trace.NFTables:
+			c, ok := computedRules.(*trace.NFTables)
+			if !ok {
+				return fmt.Errorf("the live rules are %s but --proxy-mode computes %s", mode, computedRules.Mode())
+			}
+			diffs = trace.CompareNFT(l, c, to.maxDiffs)
+		}
+		inSync := len(diffs) == 0
+		report.InSync, report.Differences = &inSync, diffs
+		if report.Computed, err = computedRules.Trace(pk, node); err != nil {
+			return err
+		}
+	}
+	if to.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(report)
+	}
+	return to.writeText(out, o, &report)
+}
+
+func (to *traceOptions) writeText(out io.Writer, o *Options, r *traceReport) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "Rules: %s\n", r.Rules)
+	if err := r.Result.WriteText(&b, to.verbose); err != nil {
+		return err
+	}
+	if r.InSync != nil {
+		if *r.InSync {
+			fmt.Fprintf(&b, "\nThe live rules are what kube-proxy would program now (computed from %s).\n", computedFrom(o))
+		} else {
+			fmt.Fprintf(&b, "\nThe live rules DIFFER from what kube-proxy would program now (computed from %s); first differences:\n", computedFrom(o))
+			for _, d := range r.Differences {
+				fmt.Fprintf(&b, "  %s\n", d)
+			}
+			if outcomeKeys(r.Result) != outcomeKeys(r.Computed) {
+				fmt.Fprintf(&b, "\nWith the computed rules the packet would instead go: %s\n", outcomeKeys(r.Computed))
+			}
+		}
+	}
+	_, err := out.Write(b.Bytes())
+	return err
+}
+
+func outcomeKeys(r *trace.Result) string {
+	var parts []string
+	for _, o := range r.Outcomes {
+		parts = append(parts, fmt.Sprintf("%s (%.1f%%)", o.Key(), o.Probability*100))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func computedFrom(o *Options) string {
+	if o.manifests != "" {
+		return "--manifests " + o.manifests
+	}
+	return "the API server"
+}
+
+// packet builds the traced packet from the flags.
+func (to *traceOptions) packet() (trace.Packet, error) {
+	pk := trace.Packet{Protocol: "tcp", From: trace.FromExternal, InInterface: to.inInterface}
+	if to.to == "" {
+		return pk, fmt.Errorf("--to is required (IP:PORT[/PROTO])")
+	}
+	dest, proto, hasProto := strings.Cut(to.to, "/")
+	if hasProto {
+		pk.Protocol = strings.ToLower(proto)
+	}
+	ap, err := netip.ParseAddrPort(dest)
+	if err != nil {
+		return pk, fmt.Errorf("--to %q: want IP:PORT/PROTO ([IP]:PORT/PROTO for IPv6): %w", to.to, err)
+	}
+	pk.Dst, pk.Port = ap.Addr().Unmap(), ap.Port()
+	switch {
+	case to.from != "":
+		a, err := netip.ParseAddr(to.from)
+		if err != nil {
+			return pk, fmt.Errorf("--from %q: %w", to.from, err)
+		}
+		pk.Src = a.Unmap()
+	case to.fromHost:
+		// A process that does not bind picks the loopback address for a
+		// local destination; give --from for anything else.
+		pk.Src = netip.MustParseAddr("127.0.0.1")
+		if !pk.Dst.Is4() {
+			pk.Src = netip.IPv6Loopback()
+		}
+	default:
+		return pk, fmt.Errorf("--from is required unless --from-host is given")
+	}
+	if to.fromHost {
+		pk.From, pk.InInterface = trace.FromHost, ""
+	} else if to.isPodSource(pk.Src) {
+		pk.From = trace.FromPod
+	}
+	return pk, nil
+}
+
+// isPodSource says whether src is in --cluster-cidr, so the answer can call
+// it a pod.
+func (to *traceOptions) isPodSource(src netip.Addr) bool {
+	for _, c := range to.proxy.config.DetectLocal.ClusterCIDRs {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil && p.Contains(src) {
+			return true
+		}
+	}
+	return false
+}
+
+// computeRules runs the proxier in dry-run mode, as `kube-proxy --dry-run`
+// does, and returns what it would program and the node's addresses.
+func computeRules(ctx context.Context, o *Options) (string, []netip.Addr, error) {
+	// The dry run's own logs are noise in this command's answer; -v shows
+	// them.
+	if !klog.V(2).Enabled() {
+		ctx = klog.NewContext(ctx, logr.Discard())
+	}
+	o.dryRun = true
+	ctx, _, cancel := withDryRunDeadline(ctx, o.dryRunTimeout)
+	defer cancel()
+	if o.manifests == "" {
+		client, err := createClient(ctx, o.config.ClientConnection, o.master)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := waitForAPIServer(ctx, client); err != nil {
+			return "", nil, err
+		}
+	}
+	s, err := newProxyServer(ctx, o.config, serverOptions{
+		master: o.master, manifests: o.manifests, manifestsRescan: time.Hour, dryRun: true, flags: o.flags,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	var buf bytes.Buffer
+	s.dryRunOut = &buf
+	if err := s.Run(ctx); err != nil {
+		return "", nil, err
+	}
+	var addrs []netip.Addr
+	for _, ip := range s.NodeIPs {
+		if a, ok := netip.AddrFromSlice(ip); ok && ip != nil && !a.Unmap().IsUnspecified() {
+			addrs = append(addrs, a.Unmap())
+		}
+	}
+	return buf.String(), addrs, nil
+}
+
+// parseComputed reads one family's part of the dry run's output.
+func parseComputed(text, mode string, family v1.IPFamily) (trace.Tracer, error) {
+	header := "# kube-proxy --dry-run: " + string(family) + ","
+	var section strings.Builder
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "# kube-proxy --dry-run: ") {
+			in = strings.HasPrefix(line, header)
+			continue
+		}
+		if in {
+			section.WriteString(line + "\n")
+		}
+	}
+	if section.Len() == 0 {
+		return nil, fmt.Errorf("the dry run wrote no %s rules (is the node %s-capable?)", family, family)
+	}
+	switch kubeproxyconfig.ProxyMode(mode) {
+	case kubeproxyconfig.ProxyModeNFTables:
+		return trace.ParseNFTScript(section.String(), "kube-proxy")
+	case kubeproxyconfig.ProxyModeIPTables, "":
+		return parseIPTablesDryRun(section.String())
+	}
+	return nil, fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
+}
+
+// parseIPTablesDryRun reads an iptables dry run: the restore input, plus
+// the "# ensure:" lines for the jumps kube-proxy keeps in the builtin
+// chains.
+func parseIPTablesDryRun(text string) (*trace.IPTables, error) {
+	ipt, err := trace.ParseIPTablesSave(text)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, "# ensure: -t ")
+		if !ok {
+			continue
+		}
+		table, rest, _ := strings.Cut(rest, " ")
+		op, rest, _ := strings.Cut(rest, " ")
+		chain, args, _ := strings.Cut(rest, " ")
+		switch op {
+		case "-N":
+			ipt.EnsureChain(table, chain)
+		case "-I", "-A":
+			if err := ipt.EnsureRule(table, chain, op == "-I", args); err != nil {
+				return nil, fmt.Errorf("%q: %w", line, err)
+			}
+		default:
+			return nil, fmt.Errorf("unexpected %q", line)
+		}
+	}
+	return ipt, nil
+}
+
+// inNetns runs a command in the network namespace netns (none: this one).
+func inNetns(ctx context.Context, netns, name string, args ...string) ([]byte, error) {
+	if netns != "" {
+		path := netns
+		if !strings.Contains(netns, "/") {
+			path = "/run/netns/" + netns
+		}
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("network namespace %q: %w", netns, err)
+		}
+		args = append([]string{"--net=" + path, name}, args...)
+		name = "nsenter"
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// detectMode picks nftables when kube-proxy's nftables table exists for
+// family, iptables otherwise.
+func detectMode(ctx context.Context, netns string, family v1.IPFamily) string {
+	fam := "ip"
+	if family == v1.IPv6Protocol {
+		fam = "ip6"
+	}
+	if _, err := inNetns(ctx, netns, "nft", "list", "table", fam, "kube-proxy"); err == nil {
+		return string(kubeproxyconfig.ProxyModeNFTables)
+	}
+	return string(kubeproxyconfig.ProxyModeIPTables)
+}
+
+func readLive(ctx context.Context, netns, mode string, family v1.IPFamily) (trace.Tracer, error) {
+	switch kubeproxyconfig.ProxyMode(mode) {
+	case kubeproxyconfig.ProxyModeNFTables:
+		out, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset")
+		if err != nil {
+			return nil, err
+		}
+		return trace.ParseNFTJSON(out, "kube-proxy")
+	case kubeproxyconfig.ProxyModeIPTables, "":
+		save := "iptables-save"
+		if family == v1.IPv6Protocol {
+			save = "ip6tables-save"
+		}
+		out, err := inNetns(ctx, netns, save)
+		if err != nil {
+			return nil, err
+		}
+		return trace.ParseIPTablesSave(string(out))
+	}
+	return nil, fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
+}
+
+// readLocalAddrs lists the addresses of every interface (`ip -j addr`).
+func readLocalAddrs(ctx context.Context, netns string) ([]netip.Addr, error) {
+	out, err := inNetns(ctx, netns, "ip", "-j", "addr", "show")
+	if err != nil {
+		return nil, err
+	}
+	var links []struct {
+		AddrInfo []struct {
+			Local string `json:"local"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return nil, fmt.Errorf("ip -j addr show: %w", err)
+	}
+	var addrs []netip.Addr
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			if ip, err := netip.ParseAddr(a.Local); err == nil {
+				addrs = append(addrs, ip.WithZone(""))
+			}
+		}
+	}
+	return addrs, nil
+}
+
+// readRecent reads iptables' -m recent lists (session affinity); a node
+// without any has none.
+func readRecent(ctx context.Context, netns string) map[string][]netip.Addr {
+	out, err := inNetns(ctx, netns, "sh", "-c", `cd /proc/net/xt_recent 2>/dev/null || exit 0; for f in *; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done`)
+	if err != nil {
+		return nil
+	}
+	return parseRecent(string(out))
+}
+
+func parseRecent(text string) map[string][]netip.Addr {
+	m := map[string][]netip.Addr{}
+	name := ""
+	for _, line := range strings.Split(text, "\n") {
+		if n, ok := strings.CutPrefix(line, "== "); ok {
+			name = n
+			continue
+		}
+		src, ok := strings.CutPrefix(strings.TrimSpace(line), "src=")
+		if !ok || name == "" {
+			continue
+		}
+		src, _, _ = strings.Cut(src, " ")
+		if a, err := netip.ParseAddr(src); err == nil {
+			m[name] = append(m[name], a)
+		}
+	}
+	return m
+}
