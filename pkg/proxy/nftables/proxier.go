@@ -168,9 +168,6 @@ func NewProxierWithOptions(ctx context.Context,
 	if masqueradeBit < 0 || masqueradeBit > 31 {
 		return nil, fmt.Errorf("nftables masqueradeBit %d out of range [0, 31]", masqueradeBit)
 	}
-	if localDetector == nil {
-		localDetector = proxyutil.NewNoOpLocalDetector()
-	}
 
 	p := &Proxier{
 		ipFamily: ipFamily,

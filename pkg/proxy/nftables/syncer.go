@@ -31,11 +31,10 @@ const DefaultMaxOpsPerTransaction = 20000
 // knows nothing about pkg/proxy's trackers, which keeps it testable on its own.
 type syncer struct {
 	syncerConfig
-	nft      knftables.Interface
-	ipX      string
-	addrType string
-	gen      *generator
-	view     *view
+	nft knftables.Interface
+	// gen and view know the family's "ip"/"ip6" (ipX) and address type.
+	gen  *generator
+	view *view
 
 	// serviceCIDRs is the comma-separated list of this family's ServiceCIDRs.
 	serviceCIDRs string
@@ -92,8 +91,6 @@ func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *s
 	return &syncer{
 		syncerConfig:   cfg,
 		nft:            nft,
-		ipX:            ipX,
-		addrType:       addrType,
 		gen:            g,
 		view:           newView(ipX, addrType),
 		logger:         logger,
@@ -219,7 +216,7 @@ func (s *syncer) rejectsLocalhostNodePort(protocol v1.Protocol) bool {
 func (s *syncer) checkEndpointMaps(ctx context.Context) error {
 	tx := s.nft.NewTransaction()
 	tx.Add(&knftables.Table{})
-	tx.Add(&knftables.Map{Name: endpointMapPrefix + "capability-check", TypeOf: endpointMapTypeOf(s.ipX, 0)})
+	tx.Add(&knftables.Map{Name: endpointMapPrefix + "capability-check", TypeOf: endpointMapTypeOf(s.gen.ipX, 0)})
 	return s.nft.Check(ctx, tx)
 }
 
@@ -344,7 +341,7 @@ var jumpChains = []struct{ dst, src, match string }{
 // setup writes the fixed part of the table (everything not owned by a
 // service port) as one unit. It runs on full syncs only.
 func (s *syncer) setup(pl *plan) {
-	ipX, addrType := s.ipX, s.addrType
+	ipX, addrType := s.gen.ipX, s.gen.addrType
 	matchLocalhost, matchNotLocalhost := "ip daddr 127.0.0.0/8", "ip daddr != 127.0.0.0/8"
 	if s.family == v1.IPv6Protocol {
 		matchLocalhost, matchNotLocalhost = "ip6 daddr ::1", "ip6 daddr != ::1"
@@ -543,13 +540,13 @@ func (s *syncer) setup(pl *plan) {
 func (s *syncer) clusterIPsCheckRules(pl *plan) {
 	pl.add(&knftables.Rule{
 		Chain:   clusterIPsCheckChain,
-		Rule:    knftables.Concat(s.ipX, "daddr", "@", clusterIPsSet, "reject"),
+		Rule:    knftables.Concat(s.gen.ipX, "daddr", "@", clusterIPsSet, "reject"),
 		Comment: ptr.To("Reject traffic to invalid ports of ClusterIPs"),
 	})
 	if s.serviceCIDRs != "" {
 		pl.add(&knftables.Rule{
 			Chain:   clusterIPsCheckChain,
-			Rule:    knftables.Concat(s.ipX, "daddr", "{", s.serviceCIDRs, "}", "drop"),
+			Rule:    knftables.Concat(s.gen.ipX, "daddr", "{", s.serviceCIDRs, "}", "drop"),
 			Comment: ptr.To("Drop traffic to unallocated ClusterIPs"),
 		})
 	}
