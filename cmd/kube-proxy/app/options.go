@@ -339,6 +339,11 @@ func (o *Options) Run(ctx context.Context) error {
 		return o.writeConfigFile()
 	}
 
+	if !o.dryRun && !o.CleanupAndExit {
+		if err := checkModeAvailable(ctx, o.config); err != nil {
+			return err
+		}
+	}
 	if !o.dryRun {
 		err := platformCleanup(ctx, o.config.Mode, o.CleanupAndExit)
 		if o.CleanupAndExit {

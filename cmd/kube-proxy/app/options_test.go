@@ -164,7 +164,7 @@ func TestOptionsErrors(t *testing.T) {
 		{name: "bad ip:port", args: []string{"--metrics-bind-address=127.0.0.1:99999"}, want: []string{"metrics-bind-address", "99999"}},
 		{name: "out of range value", args: []string{"--iptables-masquerade-bit=40"}, want: []string{"KubeProxyIPTablesConfiguration.MasqueradeBit", "40"}},
 		{name: "bad mode", args: []string{"--proxy-mode=bogus"}, want: []string{"mode", "bogus"}},
-		{name: "ipvs is not in this build", args: []string{"--proxy-mode=ipvs"}, want: []string{"proxy mode ipvs is not supported by this build"}},
+		{name: "ipvs without its feature gate", args: []string{"--proxy-mode=ipvs", "--feature-gates=KubeProxyIPVS=false"}, want: []string{"ipvs needs the KubeProxyIPVS feature gate"}},
 		{name: "empty hostname override", args: []string{"--hostname-override=  "}, want: []string{"hostname-override"}},
 		{name: "manifests with kubeconfig", args: []string{"--manifests=x", "--kubeconfig=y"}, want: []string{"--manifests", "--kubeconfig"}},
 		{name: "dry run with cleanup", args: []string{"--dry-run", "--cleanup"}, want: []string{"--dry-run"}},

@@ -34,6 +34,18 @@ type proxierMode struct {
 	dryRunKind string
 	// newProxier builds the mode's proxier for one IP family.
 	newProxier func(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error)
+	// checkAvailable, when set, says why the mode cannot run on this host
+	// (a missing kernel facility); it runs before anything on the host is
+	// changed, so a refused mode leaves the host untouched.
+	checkAvailable func(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration) error
+}
+
+// checkModeAvailable runs the mode's checkAvailable, if it has one.
+func checkModeAvailable(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration) error {
+	if m, ok := proxierModes[cfg.Mode]; ok && m.checkAvailable != nil {
+		return m.checkAvailable(ctx, cfg)
+	}
+	return nil
 }
 
 // proxierModes holds the modes this build implements; each mode's file registers

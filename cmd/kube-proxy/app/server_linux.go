@@ -20,6 +20,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/iptables"
+	"k8s.io/kube-proxy/pkg/proxy/ipvs"
 	"k8s.io/kube-proxy/pkg/proxy/nftables"
 )
 
@@ -126,12 +127,13 @@ func (s *ProxyServer) createProxier(ctx context.Context, cfg *kubeproxyconfig.Ku
 }
 
 // platformCleanup removes rules of modes other than the current one, or of every
-// mode with cleanupAndExit. ipvs is not implemented by this build, so there are no
-// ipvs rules of ours to remove; an upstream kube-proxy's ipvs state is left alone.
+// mode with cleanupAndExit: iptables and ipvs state when switching to nftables,
+// nftables state when switching to iptables or ipvs, as upstream.
 func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanupAndExit bool) error {
 	var failed bool
 	if !isIPTablesBased(mode) || cleanupAndExit {
 		failed = iptables.CleanupLeftovers(ctx) || failed
+		failed = ipvs.CleanupLeftovers(ctx) || failed
 	}
 	if isIPTablesBased(mode) || cleanupAndExit {
 		failed = nftables.CleanupLeftovers(ctx) || failed

@@ -1,0 +1,83 @@
+//go:build linux
+
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	utilipset "k8s.io/net-utils/ipset"
+	utiliptables "k8s.io/net-utils/iptables"
+	utilipvs "k8s.io/net-utils/ipvs"
+	utilsysctl "k8s.io/net-utils/sysctl"
+
+	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/ipvs"
+)
+
+func init() {
+	proxierModes[kubeproxyconfig.ProxyModeIPVS] = proxierMode{newProxier: newIPVSProxier, checkAvailable: checkIPVSAvailable}
+}
+
+// ipvsDeprecationMessage is upstream 1.37's wording, logged and sent as the
+// IPVSDeprecation event.
+const ipvsDeprecationMessage = "The ipvs proxier has been deprecated and will be disabled by default in Kubernetes 1.40 and removed in Kubernetes 1.43. Migrate to the 'nftables' proxier instead."
+
+// ipvsAvailable and newIPVSHandles are replaced by tests.
+var (
+	ipvsAvailable  = utilipvs.Available
+	newIPVSHandles = func() (utilipvs.Interface, utilipset.Interface, error) {
+		h, err := utilipvs.NewChecked()
+		return h, utilipset.New(), err
+	}
+)
+
+// checkIPVSAvailable runs before kube-proxy changes anything on the host,
+// so that a kernel without IPVS (or an ipset too old, or an unknown
+// scheduler) stops it with the reason instead of leaving half-made state.
+func checkIPVSAvailable(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration) error {
+	if err := ipvsAvailable(); err != nil {
+		return fmt.Errorf("can't use the IPVS proxier: the kernel lacks IPVS support (ip_vs module): %w", err)
+	}
+	h, set, err := newIPVSHandles()
+	if err != nil {
+		return fmt.Errorf("can't use the IPVS proxier: the kernel lacks IPVS support (ip_vs module): %w", err)
+	}
+	if err := ipvs.CanUseIPVSProxier(ctx, h, set, cfg.IPVS.Scheduler); err != nil {
+		return fmt.Errorf("can't use the IPVS proxier: %w", err)
+	}
+	return nil
+}
+
+func newIPVSProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error) {
+	logger := klog.FromContext(ctx)
+	if f.dryRun != nil {
+		return nil, errors.New("ipvs mode has no dry run: IPVS state is not a script that can be printed")
+	}
+	h, set, err := newIPVSHandles()
+	if err != nil {
+		return nil, fmt.Errorf("can't use the IPVS proxier: the kernel lacks IPVS support (ip_vs module): %w", err)
+	}
+	backend, err := s.iptablesBackend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	protocol := utiliptables.ProtocolIPv4
+	if f.family == v1.IPv6Protocol {
+		protocol = utiliptables.ProtocolIPv6
+	}
+	if f.family == s.PrimaryIPFamily {
+		// Once per process, also when dual-stack builds two proxiers.
+		logger.Info("Using ipvs Proxier")
+		logger.Error(nil, ipvsDeprecationMessage)
+		if s.Recorder != nil {
+			s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeWarning, "IPVSDeprecation", "StartKubeProxy", ipvsDeprecationMessage)
+		}
+	}
+	return asProvider(ipvs.NewProxier(ctx, s.Config, f.family, utiliptables.NewWithBackend(protocol, backend), h, set,
+		utilsysctl.New(), f.localDetector, s.NodeName, f.nodeIP, s.Recorder, s.HealthzServer, f.initOnly))
+}
