@@ -96,7 +96,7 @@ func TestBinaryRejectsBadInput(t *testing.T) {
 		{"invalid v1alpha1 config", []string{"--config", v1}, []string{"MasqueradeBit", "99"}},
 		{"invalid v1alpha2 config", []string{"--config", v2}, []string{"SyncPeriod", "-5s"}},
 		{"unknown field in v1alpha2", []string{"--config", v2unknown}, []string{"masqueradeBitt", "line 5"}},
-		{"unsupported mode", []string{"--proxy-mode", "ipvs", "--manifests", dir}, []string{"proxy mode ipvs is not supported by this build"}},
+		{"ipvs without its feature gate", []string{"--proxy-mode", "ipvs", "--feature-gates", "KubeProxyIPVS=false", "--manifests", dir}, []string{"ipvs needs the KubeProxyIPVS feature gate"}},
 		{"missing manifests", []string{"--manifests", filepath.Join(dir, "nope"), "--dry-run"}, []string{"nope"}},
 	}
 	for _, tc := range tests {
