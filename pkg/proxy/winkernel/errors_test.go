@@ -113,6 +113,69 @@ func TestExistingRemoteEndpointIsAdopted(t *testing.T) {
 	}
 }
 
+func TestFailedUpdateKeepsTheOldEndpoints(t *testing.T) {
+	f := families[0]
+	e := newEnv(t, f, envOptions{})
+	e.start(web(f, nil), webSlice(f))
+	e.hns.FailNext(hcntest.OpUpdateLoadBalancer, hcnapi.NewError(hcnapi.KindOther, "boom"))
+	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.rpod(2), node: "node2"}))
+	if err := e.p.SyncNow(); err == nil {
+		t.Fatalf("sync succeeded, want the injected failure")
+	}
+	// The load balancer still balances over the old remote endpoint, which
+	// must therefore still exist.
+	want := []string{
+		"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(1)),
+		"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
+		"EP remote " + f.rpod(2) + " mac=" + mac(f.rpod(2)),
+	}
+	if diff := cmp.Diff(want, e.state()); diff != "" {
+		t.Errorf("after the failed update (-want +got):\n%s", diff)
+	}
+	e.sync()
+	want = []string{
+		"LB " + f.svc(1) + " 80/TCP->8080 eps=" + sortedIPs(f.pod(1), f.rpod(2)),
+		"EP remote " + f.rpod(2) + " mac=" + mac(f.rpod(2)),
+	}
+	if diff := cmp.Diff(want, e.state()); diff != "" {
+		t.Errorf("after the retry (-want +got):\n%s", diff)
+	}
+}
+
+func TestSharedRemoteEndpoint(t *testing.T) {
+	f := families[1]
+	e := newEnv(t, f, envOptions{})
+	shared := ep{ip: f.rpod(1), node: "node2"}
+	e.start(web(f, nil), webSlice(f, shared), web2(f),
+		makeSlice(f, "ns", "api", "api-1", []discovery.EndpointPort{slicePort("http", 8443, v1.ProtocolTCP)}, shared))
+	e.p.OnServiceDelete(web(f, nil))
+	e.sync()
+	want := []string{
+		"LB " + f.svc(2) + " 443/TCP->8443 eps=" + f.rpod(1) + " flags=IPv6",
+		"EP remote " + f.rpod(1) + " mac=" + mac(f.rpod(1)),
+	}
+	if diff := cmp.Diff(want, e.state()); diff != "" {
+		t.Errorf("one user left (-want +got):\n%s", diff)
+	}
+	e.p.OnServiceDelete(web2(f))
+	e.sync()
+	if got := e.state(); len(got) != 0 {
+		t.Errorf("nothing uses the endpoint, but HNS has %v", got)
+	}
+}
+
+func TestDuplicateRemoteEndpointOfALocalIP(t *testing.T) {
+	f := families[0]
+	e := newEnv(t, f, envOptions{})
+	// Windows Server 2019 can leave a remote endpoint with a local pod's IP.
+	e.hns.AddEndpoint(testNetwork, hcnapi.Endpoint{IPs: []string{f.pod(1)}, Remote: true, MAC: mac(f.pod(1))})
+	e.start(web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}))
+	want := []string{"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1)}
+	if diff := cmp.Diff(want, e.state()); diff != "" {
+		t.Errorf("state (-want +got):\n%s", diff)
+	}
+}
+
 func TestUpdateNotImplementedFallsBackToRecreate(t *testing.T) {
 	f := families[0]
 	e := newEnv(t, f, envOptions{})

@@ -422,8 +422,8 @@ func (b *hnsBackend) applyPort(r *syncRun, name proxy.ServicePortName, p *servic
 		refs = append(refs, need.ip)
 	}
 	ps.endpoints = refs
-	r.release = append(r.release, oldRefs...)
 
+	failures := len(r.errs)
 	keep := make(map[lbRole]bool, len(p.lbs))
 	for i := range p.lbs {
 		lb := &p.lbs[i]
@@ -449,6 +449,13 @@ func (b *hnsBackend) applyPort(r *syncRun, name proxy.ServicePortName, p *servic
 			delete(ps.lbs, role)
 		}
 	}
+	if len(r.errs) > failures {
+		// A load balancer kept its old endpoints: keep them referenced
+		// until a later sync succeeds, so none is deleted under it.
+		ps.endpoints = append(ps.endpoints, oldRefs...)
+		return
+	}
+	r.release = append(r.release, oldRefs...)
 }
 
 // acquire returns the HNS endpoint of ip, taking a reference on it;
