@@ -58,7 +58,10 @@ and Nodes from YAML/JSON files, and --dry-run prints the rules instead of progra
 
 			// SIGTERM and SIGINT stop the process and leave the rules programmed, so
 			// traffic keeps flowing across a restart or upgrade.
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			// A Windows service is stopped by its control manager instead.
+			ctx, serviceDone := runningService.runContext(context.Background())
+			defer serviceDone()
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			if err := opts.Run(ctx); err != nil {
 				opts.logger.Error(err, "Error running ProxyServer")
