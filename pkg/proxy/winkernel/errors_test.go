@@ -176,6 +176,40 @@ func TestDuplicateRemoteEndpointOfALocalIP(t *testing.T) {
 	}
 }
 
+func TestNewRemoteSubnetIsReadBeforeCreatingAnEndpoint(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			e := newEnv(t, f, envOptions{networkType: hcnapi.NetworkTypeOverlay})
+			e.start(web(f, nil), webSlice(f))
+			// A third node joins: its pod subnet's policy reaches the network
+			// after kube-proxy last read it.
+			node3, subnet3, pod3 := "192.168.0.4", "10.100.0.0/16", "10.100.0.5"
+			if f.family == v1.IPv6Protocol {
+				node3, subnet3, pod3 = "fd00:192::4", "fd00:246::/64", "fd00:246::5"
+			}
+			e.hns.SetRemoteSubnets(testNetwork,
+				hcnapi.RemoteSubnet{DestinationPrefix: f.localSubnet, ProviderAddress: f.node},
+				hcnapi.RemoteSubnet{DestinationPrefix: f.remoteSubnet, ProviderAddress: f.otherNode},
+				hcnapi.RemoteSubnet{DestinationPrefix: subnet3, ProviderAddress: node3})
+			e.hns.ResetCalls()
+			e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: pod3, node: "node3"}))
+			e.sync()
+			if n := e.hns.Calls()[hcntest.OpGetNetworkByName]; n != 1 {
+				t.Errorf("%d network reads, want 1", n)
+			}
+			found := false
+			for _, s := range e.state() {
+				if s == "EP remote "+pod3+" mac="+mac(pod3)+" pa="+node3 {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no remote endpoint for %s behind %s:\n%s", pod3, node3, strings.Join(e.state(), "\n"))
+			}
+		})
+	}
+}
+
 func TestUpdateNotImplementedFallsBackToRecreate(t *testing.T) {
 	f := families[0]
 	e := newEnv(t, f, envOptions{})

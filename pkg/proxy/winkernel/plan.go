@@ -138,7 +138,7 @@ type serviceOptions struct {
 	winProxyOptimization bool
 }
 
-// Enum returns HNS's protocol number of p; 0 for an unknown protocol.
+// enumProtocol is Enum for the node-local model's protocols.
 func enumProtocol(p localnode.Protocol) uint16 {
 	switch p {
 	case localnode.TCP:
