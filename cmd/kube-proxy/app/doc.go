@@ -13,6 +13,13 @@
 // Informers use pkg/proxy/source's InformerFactories, so the binary and the library
 // select the same objects.
 //
+// Windows has one mode, kernelspace (pkg/proxy/winkernel), and its own flags. Its
+// decisions live in untagged files tested on every platform (winflags.go: flags and
+// defaults; kernelspace.go: families, constructor, --cleanup; winservice.go: the
+// --windows-service stop sequence); the windows-tagged files (server_windows.go,
+// mode_kernelspace_windows.go, service_windows.go) only connect them to winkernel and
+// to the service control manager.
+//
 // Allowed imports: everything in this module (the brain, the backends, the config API,
 // pkg/features, pkg/proxy/manifest), k8s.io/net-utils, and the k8s.io staging
 // libraries except k8s.io/apiserver. Only cmd/ imports this package.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -16,6 +17,11 @@ var procRoot = "/proc"
 // if the kernel does not keep the value, which happens when the process lacks the
 // privilege to lower its score.
 func applyOOMScoreAdj(pid, value int) error {
+	if runtime.GOOS != "linux" {
+		// oomScoreAdj defaults to -999 on every platform, as upstream's does; elsewhere
+		// there is no /proc to write it to, and "process does not exist" would mislead.
+		return fmt.Errorf("oom_score_adj is Linux-only; not applied on %s", runtime.GOOS)
+	}
 	if value < -1000 || value > 1000 {
 		return fmt.Errorf("invalid oom_score_adj %d: must be within [-1000, 1000]", value)
 	}
