@@ -24,11 +24,6 @@ var (
 	_ syncshell.Validator = &rulesBackend{}
 )
 
-// Sync implements syncshell.Backend; see syncProxyRules.
-func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell.Outcome, error) {
-	return (*Proxier)(b).syncProxyRules(ctx, u)
-}
-
 // ValidServicePort leaves out service ports no rule can be written for.
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
 	info, ok := svc.(*servicePortInfo)
@@ -56,10 +51,11 @@ func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoi
 	return false
 }
 
-// syncProxyRules is the only place rules are written (apart from cleanup):
-// the generator renders what changed, the view decides what of it the
-// restore must hold, and the syncer applies it.
-func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out syncshell.Outcome, retErr error) {
+// Sync, upstream's syncProxyRules, is the only place rules are written
+// (apart from cleanup): the generator renders what changed, the view decides
+// what of it the restore must hold, and the syncer applies it.
+func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (out syncshell.Outcome, retErr error) {
+	p := (*Proxier)(b)
 	endpoints := countEndpoints(u)
 	full := u.Full
 	if large := endpoints > largeClusterEndpointsThreshold; large != p.gen.large {
