@@ -65,6 +65,28 @@ func BenchmarkFullResync(b *testing.B) {
 	}
 }
 
+// BenchmarkRestart is a new proxier's first sync over what an earlier one
+// programmed: everything is listed and adopted, nothing written.
+func BenchmarkRestart(b *testing.B) {
+	quiet(b)
+	for _, n := range benchSizes() {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			e, objs := benchEnv(b, n, 10)
+			e.start(objs...)
+			e.hns.ResetCalls()
+			for b.Loop() {
+				b.StopTimer()
+				e.p = e.newProxier()
+				e.add(objs...)
+				e.p.OnServiceSynced()
+				b.StartTimer()
+				e.p.OnEndpointSlicesSynced()
+			}
+			b.ReportMetric(float64(e.hns.TotalCalls())/float64(b.N), "hcncalls/op")
+		})
+	}
+}
+
 // BenchmarkOneEndpointChange replaces one endpoint of one Service among n
 // (x 10 endpoints): one endpoint listing, one create, one load balancer
 // update, one delete, whatever n is.

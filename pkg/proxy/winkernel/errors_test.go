@@ -3,6 +3,7 @@ package winkernel
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/component-base/metrics/testutil"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/winkernel/hcnapi"
@@ -207,6 +210,23 @@ func TestNewRemoteSubnetIsReadBeforeCreatingAnEndpoint(t *testing.T) {
 				t.Errorf("no remote endpoint for %s behind %s:\n%s", pod3, node3, strings.Join(e.state(), "\n"))
 			}
 		})
+	}
+}
+
+func TestRootEndpointAppearingLater(t *testing.T) {
+	f := families[0]
+	e := newEnv(t, f, envOptions{config: func(c *kubeproxyconfig.KubeProxyConfiguration) { c.Winkernel.ForwardHealthCheckVip = true }})
+	svc := web(f, func(s *v1.Service) { exposed(f, s); local(f, s) })
+	e.start(svc, webSlice(f))
+	hc := "LB " + f.lb + " 32000/TCP->32000 eps=gw"
+	if slices.Contains(e.state(), hc) {
+		t.Fatalf("health check forward without a root endpoint")
+	}
+	e.hns.AddEndpoint(testNetwork, hcnapi.Endpoint{Name: testRootEP, IPs: []string{f.node}})
+	e.p.RequestRulesCheck()
+	e.sync()
+	if !slices.Contains(e.state(), hc) {
+		t.Errorf("no health check forward once the root endpoint exists:\n%s", strings.Join(e.state(), "\n"))
 	}
 }
 

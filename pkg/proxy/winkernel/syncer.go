@@ -108,15 +108,17 @@ var _ syncshell.RulesChecker = &hnsBackend{}
 
 // syncRun is one sync's scratch: what HNS was read to hold, lazily.
 type syncRun struct {
-	full    bool
-	wrote   bool
-	errs    []error
-	listed  map[string]*hcnapi.Endpoint // by IP; nil until listed
-	lbs     map[string]*hcnapi.LoadBalancer
-	claimed map[string]bool // listed load balancers adopted this sync
-	release []string        // endpoint IPs whose reference is dropped at the end
-	netRead bool            // the network was re-read this sync
-	ctx     context.Context
+	full   bool
+	wrote  bool
+	errs   []error
+	listed map[string]*hcnapi.Endpoint     // by IP; nil until listed
+	lbs    map[string]*hcnapi.LoadBalancer // of this family, by ID; nil until listed
+	// byFrontend indexes lbs (deleted ones stay here; check lbs).
+	byFrontend map[frontendKey][]string
+	claimed    map[string]bool // listed load balancers adopted this sync
+	release    []string        // endpoint IPs whose reference is dropped at the end
+	netRead    bool            // the network was re-read this sync
+	ctx        context.Context
 }
 
 // RulesMissing reports whether the HNS network changed (recreated under a
@@ -135,6 +137,13 @@ func (b *hnsBackend) RulesMissing(ctx context.Context) bool {
 	if n.ID != b.network.ID || !slices.Equal(n.RemoteSubnets, b.network.RemoteSubnets) {
 		b.logger.Info("The HNS network changed; resyncing", "network", b.networkName, "oldID", b.network.ID, "newID", n.ID)
 		return true
+	}
+	if b.cfg.forwardHealthCheckVip && b.gatewayID == "" {
+		// Health check forwards wait for the root endpoint; look again.
+		if _, err := b.hcn.GetEndpointByName(b.rootHnsEP); err == nil {
+			b.logger.Info("The root HNS endpoint appeared; resyncing", "name", b.rootHnsEP)
+			return true
+		}
 	}
 	return false
 }
@@ -213,17 +222,10 @@ func (b *hnsBackend) startFull(r *syncRun) error {
 	if err := b.listEndpoints(r); err != nil {
 		return err
 	}
-	lbs, err := b.hcn.ListLoadBalancers()
-	if err != nil {
+	if err := b.listLBs(r); err != nil {
 		return fmt.Errorf("listing HNS load balancers: %w", err)
 	}
-	r.lbs = make(map[string]*hcnapi.LoadBalancer, len(lbs))
 	r.claimed = map[string]bool{}
-	for i := range lbs {
-		if lbs[i].IsIPv6() == b.cfg.ipv6 {
-			r.lbs[lbs[i].ID] = &lbs[i]
-		}
-	}
 	// Load balancers removed behind our back are created again.
 	for _, ps := range b.ports {
 		for role, lb := range ps.lbs {
@@ -541,8 +543,9 @@ func (b *hnsBackend) ensureLB(r *syncRun, name proxy.ServicePortName, ps *portSt
 	}
 	if prev == nil && r.full {
 		// Adopt an identical load balancer a previous run left.
-		for id, have := range r.lbs {
-			if !r.claimed[id] && sameLoadBalancer(have, want) {
+		fk, _ := frontendOf(want)
+		for _, id := range r.byFrontend[fk] {
+			if have := r.lbs[id]; have != nil && !r.claimed[id] && sameLoadBalancer(have, want) {
 				r.claimed[id] = true
 				b.recordLB(name, ps, role, id, want)
 				return
@@ -600,14 +603,15 @@ func (b *hnsBackend) createOrReplace(r *syncRun, lb *hcnapi.LoadBalancer) (*hcna
 				return nil, errors.Join(err, lerr)
 			}
 		}
-		for lid, have := range r.lbs {
-			if hk, ok := frontendOf(have); ok && hk == fk {
-				if id != "" {
-					b.logger.Info("More than one load balancer has the frontend; not deleting any", "vip", fk.vip, "port", fk.port)
-					return nil, err
-				}
-				id = lid
+		for _, lid := range r.byFrontend[fk] {
+			if r.lbs[lid] == nil {
+				continue
 			}
+			if id != "" {
+				b.logger.Info("More than one load balancer has the frontend; not deleting any", "vip", fk.vip, "port", fk.port)
+				return nil, err
+			}
+			id = lid
 		}
 	}
 	if id == "" {
@@ -634,9 +638,14 @@ func (b *hnsBackend) listLBs(r *syncRun) error {
 		return err
 	}
 	r.lbs = make(map[string]*hcnapi.LoadBalancer, len(lbs))
+	r.byFrontend = make(map[frontendKey][]string, len(lbs))
 	for i := range lbs {
-		if lbs[i].IsIPv6() == b.cfg.ipv6 {
-			r.lbs[lbs[i].ID] = &lbs[i]
+		if lbs[i].IsIPv6() != b.cfg.ipv6 {
+			continue
+		}
+		r.lbs[lbs[i].ID] = &lbs[i]
+		if fk, ok := frontendOf(&lbs[i]); ok {
+			r.byFrontend[fk] = append(r.byFrontend[fk], lbs[i].ID)
 		}
 	}
 	return nil
