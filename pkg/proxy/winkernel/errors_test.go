@@ -230,6 +230,35 @@ func TestRootEndpointAppearingLater(t *testing.T) {
 	}
 }
 
+func TestFullSyncRepairsWhatWasRemovedBehindItsBack(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			objs := []any{web(f, func(s *v1.Service) { exposed(f, s) }), webSlice(f)}
+			e := newEnv(t, f, envOptions{})
+			e.start(objs...)
+			want := e.state()
+			// The CNI plugin recreated the local pod's endpoint (new ID),
+			// someone deleted our remote endpoint and one load balancer.
+			for _, x := range e.hns.Endpoints() {
+				if x.IPs[0] == f.pod(1) || x.IPs[0] == f.rpod(1) {
+					if err := e.hns.DeleteEndpoint(x.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			e.hns.AddEndpoint(testNetwork, hcnapi.Endpoint{IPs: []string{f.pod(1)}, MAC: "00-15-5d-01-00-01"})
+			if err := e.hns.DeleteLoadBalancer(e.hns.LoadBalancers()[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			e.p.RequestFullSync()
+			e.sync()
+			if diff := cmp.Diff(want, e.state()); diff != "" {
+				t.Errorf("after the full sync (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestUpdateNotImplementedFallsBackToRecreate(t *testing.T) {
 	f := families[0]
 	e := newEnv(t, f, envOptions{})

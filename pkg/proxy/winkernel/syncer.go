@@ -239,12 +239,16 @@ func (b *hnsBackend) startFull(r *syncRun) error {
 	}
 	// Endpoint IDs are re-read: a pod recreated with the same IP has a new
 	// endpoint, and the load balancers must follow.
+	gone := map[string]bool{}
 	for ip, st := range b.eps {
 		if ep := r.listed[ip]; ep == nil || ep.ID != st.id {
 			delete(b.eps, ip)
-			for _, ps := range b.ports {
-				ps.endpoints = slices.DeleteFunc(ps.endpoints, func(s string) bool { return s == ip })
-			}
+			gone[ip] = true
+		}
+	}
+	if len(gone) > 0 {
+		for _, ps := range b.ports {
+			ps.endpoints = slices.DeleteFunc(ps.endpoints, func(ip string) bool { return gone[ip] })
 		}
 	}
 
