@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -50,6 +52,8 @@ type fakeProxierOptions struct {
 	serviceHealth healthcheck.ServiceHealthServer
 	// onSync is told of every sync.
 	onSync func(syncshell.SyncResult)
+	// quiet discards the proxier's logs (benchmarks).
+	quiet bool
 }
 
 // fakeEnv exposes the fakes a fake proxier programs.
@@ -72,6 +76,9 @@ type fakeEnv struct {
 func newFakeProxier(t testing.TB, family v1.IPFamily, nodeIPs []string, opts fakeProxierOptions) (*Proxier, *fakeEnv) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
+	if opts.quiet {
+		ctx = klog.NewContext(context.Background(), logr.Discard())
+	}
 	env := &fakeEnv{
 		ipvs:      ipvstest.NewFake(),
 		ipset:     ipsettest.NewFake("v7.17"),

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"k8s.io/kube-proxy/pkg/proxy"
@@ -84,6 +85,9 @@ type state struct {
 	setRefs   [numSets]map[string]int
 	bindRefs  map[string]int
 	outFilter map[string]int
+	// bySvc lists each Service's ports, so an endpoint-only change renders
+	// just the ports of the Services it names.
+	bySvc map[types.NamespacedName]sets.Set[proxy.ServicePortName]
 
 	applied    map[vsKey]*appliedVS
 	setApplied [numSets]sets.Set[string]
@@ -113,6 +117,25 @@ func (s *state) resetWanted() {
 	}
 	s.bindRefs = map[string]int{}
 	s.outFilter = map[string]int{}
+	s.bySvc = map[types.NamespacedName]sets.Set[proxy.ServicePortName]{}
+}
+
+func (s *state) indexPort(name proxy.ServicePortName) {
+	ports := s.bySvc[name.NamespacedName]
+	if ports == nil {
+		ports = sets.New[proxy.ServicePortName]()
+		s.bySvc[name.NamespacedName] = ports
+	}
+	ports.Insert(name)
+}
+
+func (s *state) unindexPort(name proxy.ServicePortName) {
+	if ports := s.bySvc[name.NamespacedName]; ports != nil {
+		ports.Delete(name)
+		if ports.Len() == 0 {
+			delete(s.bySvc, name.NamespacedName)
+		}
+	}
 }
 
 // touched collects what a sync must reconcile.

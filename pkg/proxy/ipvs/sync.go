@@ -121,19 +121,35 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 	} else {
 		for _, name := range u.RemovedPorts {
 			st.setPort(name, nil, t)
+			st.unindexPort(name)
 		}
 	}
-	for name, svc := range u.Services {
-		if !full && !u.Changed(name.NamespacedName) {
-			continue
-		}
+	render := func(name proxy.ServicePortName, svc proxy.ServicePort) {
+		st.indexPort(name)
 		info, _ := svc.(*servicePortInfo)
 		tp := u.Policy(name)
 		if info == nil || tp == nil {
 			st.setPort(name, nil, t)
-			continue
+			return
 		}
 		st.setPort(name, p.renderPort(name, info, tp, u.Endpoints[name], nodeAddrs, nodeIPs), t)
+	}
+	if full || u.ServicesChanged {
+		for name, svc := range u.Services {
+			if full || u.Changed(name.NamespacedName) {
+				render(name, svc)
+			}
+		}
+	} else {
+		// Only endpoints changed, so the changed Services have the ports
+		// they had: no need to walk every service port.
+		for nn := range u.ChangedServices() {
+			for name := range st.bySvc[nn] {
+				if svc, ok := u.Services[name]; ok {
+					render(name, svc)
+				}
+			}
+		}
 	}
 
 	// Upstream's order: virtual servers and addresses first, then the sets
