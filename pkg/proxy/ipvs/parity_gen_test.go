@@ -47,7 +47,43 @@ type parityScenario struct {
 	// absent.
 	Interfaces map[string][]string `json:"interfaces"`
 	Config     parityConfig        `json:"config"`
-	Steps      []parityStep        `json:"steps,omitempty"`
+	// InitialState is what the kernel holds before the proxier starts, as
+	// after a restart: it is put into the fakes before the first step.
+	InitialState *parityInitialState `json:"initialState,omitempty"`
+	Steps        []parityStep        `json:"steps,omitempty"`
+}
+
+// parityInitialState is kernel state left by an earlier kube-proxy.
+type parityInitialState struct {
+	VirtualServers []parityInitialVS `json:"virtualServers,omitempty"`
+	// Bound are kube-ipvs0's addresses (kube-ipvs0 exists when set).
+	Bound []string `json:"bound,omitempty"`
+	// IPSets are created with their entries.
+	IPSets []parityInitialSet `json:"ipsets,omitempty"`
+}
+
+type parityInitialVS struct {
+	Address     string            `json:"address"`
+	Port        int               `json:"port"`
+	Protocol    string            `json:"protocol"`
+	Scheduler   string            `json:"scheduler"`
+	Flags       uint32            `json:"flags,omitempty"`
+	Timeout     uint32            `json:"timeout,omitempty"`
+	RealServers []parityInitialRS `json:"realServers,omitempty"`
+}
+
+type parityInitialRS struct {
+	Address    string `json:"address"`
+	Port       int    `json:"port"`
+	Weight     int    `json:"weight"`
+	ActiveConn int    `json:"activeConn,omitempty"`
+}
+
+type parityInitialSet struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`
+	Family  string   `json:"family"`
+	Entries []string `json:"entries,omitempty"`
 }
 
 // parityConfig holds the KubeProxyConfiguration fields the scenarios vary.
@@ -61,6 +97,8 @@ type parityConfig struct {
 	// no local-traffic detector.
 	ClusterCIDR   string `json:"clusterCIDR,omitempty"`
 	MasqueradeBit int32  `json:"masqueradeBit"`
+	// ExcludeCIDRs is KubeProxyConfiguration.IPVS.ExcludeCIDRs.
+	ExcludeCIDRs []string `json:"excludeCIDRs,omitempty"`
 }
 
 // parityStep is applied to the proxier's informer handlers in name order
@@ -97,6 +135,9 @@ type parityFamily struct {
 	foreignRange                  string
 	clusterIP, podIP, extIP, lbIP func(i int) string
 	foreignIP                     string
+	// excludeCIDR holds excludedIP, a virtual server address that is not
+	// kube-proxy's.
+	excludeCIDR, excludedIP string
 }
 
 var parityFamilies = map[v1.IPFamily]parityFamily{
@@ -109,11 +150,12 @@ var parityFamilies = map[v1.IPFamily]parityFamily{
 		clusterCIDR:       "10.0.0.0/8",
 		nodePortAddresses: []string{"192.168.1.0/24", "127.0.0.0/8", "fd00:192::/64"},
 		rangeWithNode:     "192.168.0.0/16", rangeOffNode: "203.0.113.0/24", foreignRange: "2001:db8::/32",
-		clusterIP: func(i int) string { return fmt.Sprintf("172.30.%d.%d", i/250, i%250+1) },
-		podIP:     func(i int) string { return fmt.Sprintf("10.0.%d.%d", i/250, i%250+1) },
-		extIP:     func(i int) string { return fmt.Sprintf("203.0.113.%d", i%250+1) },
-		lbIP:      func(i int) string { return fmt.Sprintf("198.51.100.%d", i%250+1) },
-		foreignIP: "2001:db8:ffff::1",
+		clusterIP:   func(i int) string { return fmt.Sprintf("172.30.%d.%d", i/250, i%250+1) },
+		podIP:       func(i int) string { return fmt.Sprintf("10.0.%d.%d", i/250, i%250+1) },
+		extIP:       func(i int) string { return fmt.Sprintf("203.0.113.%d", i%250+1) },
+		lbIP:        func(i int) string { return fmt.Sprintf("198.51.100.%d", i%250+1) },
+		foreignIP:   "2001:db8:ffff::1",
+		excludeCIDR: "172.31.0.0/16", excludedIP: "172.31.0.10",
 	},
 	v1.IPv6Protocol: {
 		family: v1.IPv6Protocol, nodeIP: "fd00:192::2", otherNodeIP: "fd00:193::2",
@@ -124,11 +166,12 @@ var parityFamilies = map[v1.IPFamily]parityFamily{
 		clusterCIDR:       "fd00:10::/64",
 		nodePortAddresses: []string{"fd00:193::/64", "::1/128", "192.168.0.0/16"},
 		rangeWithNode:     "fd00:192::/48", rangeOffNode: "2001:db8:113::/64", foreignRange: "203.0.113.0/24",
-		clusterIP: func(i int) string { return fmt.Sprintf("fd00:30::%x", i+1) },
-		podIP:     func(i int) string { return fmt.Sprintf("fd00:10::%x", i+1) },
-		extIP:     func(i int) string { return fmt.Sprintf("2001:db8:113::%x", i+1) },
-		lbIP:      func(i int) string { return fmt.Sprintf("2001:db8:100::%x", i+1) },
-		foreignIP: "203.0.113.250",
+		clusterIP:   func(i int) string { return fmt.Sprintf("fd00:30::%x", i+1) },
+		podIP:       func(i int) string { return fmt.Sprintf("fd00:10::%x", i+1) },
+		extIP:       func(i int) string { return fmt.Sprintf("2001:db8:113::%x", i+1) },
+		lbIP:        func(i int) string { return fmt.Sprintf("2001:db8:100::%x", i+1) },
+		foreignIP:   "203.0.113.250",
+		excludeCIDR: "fd00:31::/64", excludedIP: "fd00:31::10",
 	},
 }
 
@@ -474,19 +517,81 @@ var parityVariants = []struct {
 	name    string
 	changes int
 	mutate  func(*parityConfig, parityFamily)
+	// prepare, when set, adds initial kernel state from the first step.
+	prepare func(*parityGen, *parityScenario)
 }{
-	{"base", 2, func(*parityConfig, parityFamily) {}},
-	{"base", 2, func(*parityConfig, parityFamily) {}},
-	{"masqall", 0, func(c *parityConfig, _ parityFamily) { c.MasqueradeAll = true }},
-	{"mh", 0, func(c *parityConfig, _ parityFamily) { c.Scheduler = "mh" }},
+	{"base", 2, func(*parityConfig, parityFamily) {}, nil},
+	{"base", 2, func(*parityConfig, parityFamily) {}, nil},
+	{"masqall", 0, func(c *parityConfig, _ parityFamily) { c.MasqueradeAll = true }, nil},
+	{"mh", 0, func(c *parityConfig, _ parityFamily) { c.Scheduler = "mh" }, nil},
 	{"strictarp-npa", 0, func(c *parityConfig, f parityFamily) {
 		c.StrictARP = true
 		c.NodePortAddresses = f.nodePortAddresses
-	}},
+	}, nil},
 	{"nodetect-lc", 0, func(c *parityConfig, _ parityFamily) {
 		c.ClusterCIDR = ""
 		c.Scheduler = "lc"
-	}},
+	}, nil},
+	{"restart", 1, func(c *parityConfig, f parityFamily) {
+		c.Scheduler = "wrr"
+		c.ExcludeCIDRs = []string{f.excludeCIDR, parityFamilies[parityOtherFamily(f.family)].excludeCIDR}
+	}, (*parityGen).restartState},
+}
+
+// restartState makes kernel state as an earlier kube-proxy (of another
+// scheduler) might have left it: virtual servers for some current services
+// with their real servers at weight 0 or 1 (upstream resets them on its
+// first sync) plus a stale real server, with or without connections; a
+// virtual server of a deleted service; one inside excludeCIDRs and one of
+// the other family (both must stay); current and stale addresses on
+// kube-ipvs0; and a stale ipset entry.
+func (g *parityGen) restartState(sc *parityScenario) {
+	r, f := g.rnd, g.f
+	st := &parityInitialState{}
+	first := sc.Steps[0]
+	for _, svc := range first.Services {
+		if svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone ||
+			parityIPFamily(svc.Spec.ClusterIP) != f.family || r.IntN(3) == 0 {
+			continue
+		}
+		st.Bound = append(st.Bound, svc.Spec.ClusterIP)
+		sp := svc.Spec.Ports[0]
+		vs := parityInitialVS{Address: svc.Spec.ClusterIP, Port: int(sp.Port), Protocol: string(sp.Protocol), Scheduler: "rr"}
+		if r.IntN(3) == 0 {
+			vs.Flags, vs.Timeout = 0x1, 10800
+		}
+		for _, sl := range first.Slices {
+			if sl.Labels[discovery.LabelServiceName] != svc.Name {
+				continue
+			}
+			for _, p := range sl.Ports {
+				if p.Name == nil || *p.Name != sp.Name {
+					continue
+				}
+				for _, e := range sl.Endpoints {
+					vs.RealServers = append(vs.RealServers, parityInitialRS{Address: e.Addresses[0], Port: int(*p.Port), Weight: r.IntN(2)})
+				}
+			}
+		}
+		vs.RealServers = append(vs.RealServers, parityInitialRS{Address: f.podIP(5000 + len(st.VirtualServers)), Port: int(sp.TargetPort.IntVal), Weight: 1, ActiveConn: r.IntN(2) * 4})
+		st.VirtualServers = append(st.VirtualServers, vs)
+	}
+	other := parityFamilies[parityOtherFamily(f.family)]
+	st.VirtualServers = append(st.VirtualServers,
+		parityInitialVS{Address: f.clusterIP(900), Port: 80, Protocol: "TCP", Scheduler: "rr",
+			RealServers: []parityInitialRS{{Address: f.podIP(6000), Port: 8080, Weight: 1, ActiveConn: 2}}},
+		parityInitialVS{Address: f.excludedIP, Port: 443, Protocol: "TCP", Scheduler: "rr",
+			RealServers: []parityInitialRS{{Address: f.podIP(6001), Port: 8443, Weight: 1}}},
+		parityInitialVS{Address: other.clusterIP(901), Port: 53, Protocol: "UDP", Scheduler: "rr"},
+	)
+	st.Bound = append(st.Bound, f.clusterIP(900), f.excludedIP, other.clusterIP(901))
+	family, prefix := "inet", "KUBE-"
+	if f.family == v1.IPv6Protocol {
+		family, prefix = "inet6", "KUBE-6-"
+	}
+	st.IPSets = []parityInitialSet{{Name: prefix + "CLUSTER-IP", Type: "hash:ip,port", Family: family,
+		Entries: []string{f.clusterIP(900) + ",tcp:80", first.Services[0].Spec.ClusterIP + ",tcp:1"}}}
+	sc.InitialState = st
 }
 
 // generateParityScenarios returns the scenarios, the same on every call.
@@ -505,6 +610,9 @@ func generateParityScenarios() []*parityScenario {
 			}
 			variant.mutate(&sc.Config, f)
 			sc.Steps = append(sc.Steps, g.initial(10+g.rnd.IntN(5)))
+			if variant.prepare != nil {
+				variant.prepare(g, sc)
+			}
 			for c := range variant.changes {
 				sc.Steps = append(sc.Steps, g.change(3+g.rnd.IntN(4), c%2 == 0))
 			}

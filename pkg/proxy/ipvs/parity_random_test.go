@@ -15,6 +15,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	utilipset "k8s.io/net-utils/ipset"
+	utilipvs "k8s.io/net-utils/ipvs"
 )
 
 // TestUpstreamParityRandom feeds every scenario in
@@ -96,6 +99,7 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 		strictARP:         sc.Config.StrictARP,
 		nodePortAddresses: sc.Config.NodePortAddresses,
 		localDetectorCIDR: sc.Config.ClusterCIDR,
+		excludeCIDRs:      sc.Config.ExcludeCIDRs,
 	})
 	for _, dev := range paritySortedKeys(ifaces) {
 		if dev == "eth0" {
@@ -115,6 +119,10 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 			t.Fatal(err)
 		}
 		env.network.AddInterfaceAddr(&net.Interface{Name: dev}, addrs)
+	}
+
+	if sc.InitialState != nil {
+		parityApplyInitialState(t, env, sc.InitialState)
 	}
 
 	svcs := map[string]*v1.Service{}
@@ -162,6 +170,46 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 		compared++
 	}
 	return compared
+}
+
+// parityApplyInitialState puts what an earlier kube-proxy left into the
+// fakes, as upstream's capture does into its own.
+func parityApplyInitialState(t *testing.T, env *fakeEnv, is *parityInitialState) {
+	t.Helper()
+	for _, v := range is.VirtualServers {
+		vs := &utilipvs.VirtualServer{Address: net.ParseIP(v.Address), Port: uint16(v.Port), Protocol: v.Protocol,
+			Scheduler: v.Scheduler, Flags: utilipvs.ServiceFlags(v.Flags), Timeout: v.Timeout}
+		if err := env.ipvs.AddVirtualServer(vs); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range v.RealServers {
+			rs := &utilipvs.RealServer{Address: net.ParseIP(r.Address), Port: uint16(r.Port), Weight: r.Weight, ActiveConn: r.ActiveConn}
+			if err := env.ipvs.AddRealServer(vs, rs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(is.Bound) > 0 {
+		if _, err := env.netlink.EnsureDummyDevice(defaultDummyDevice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range is.Bound {
+		if _, err := env.netlink.EnsureAddressBind(a, defaultDummyDevice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, set := range is.IPSets {
+		spec := &utilipset.IPSet{Name: set.Name, SetType: utilipset.Type(set.Type), HashFamily: set.Family}
+		if err := env.ipset.CreateSet(spec, true); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range set.Entries {
+			if err := env.ipset.AddEntry(e, spec, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 func paritySetActiveConn(env *fakeEnv, ac parityActiveConn) bool {
