@@ -208,6 +208,9 @@ func (p *Proxier) readKernel() error {
 		return fmt.Errorf("listing IPVS virtual servers: %w", err)
 	}
 	st.applied = make(map[vsKey]*appliedVS, len(vss))
+	// Naming every real server costs more than the rest of this loop, and
+	// the list is almost always empty.
+	draining := p.gtm.len() > 0
 	for _, vs := range vss {
 		if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) || p.excluded(vs.Address) {
 			continue
@@ -221,7 +224,7 @@ func (p *Proxier) readKernel() error {
 			ra, _ := netip.AddrFromSlice(rs.Address)
 			k := rsKey{addr: ra.Unmap(), port: rs.Port}
 			a.rss[k] = &appliedRS{weight: rs.Weight,
-				terminating: p.gtm.InTerminationList(GetUniqueRSName(vs, rs))}
+				terminating: draining && p.gtm.InTerminationList(GetUniqueRSName(vs, rs))}
 		}
 		st.applied[keyOf(vs)] = a
 	}
@@ -507,9 +510,12 @@ func (p *Proxier) syncRealServers(a *appliedVS, d *desiredVS) []error {
 		rs := k.realServer(1)
 		cur := a.rss[k]
 		if cur != nil {
-			unique := GetUniqueRSName(a.vs, rs)
+			var unique string
+			if cur.terminating || cur.weight != 1 {
+				unique = GetUniqueRSName(a.vs, rs)
+			}
 			switch {
-			case p.gtm.InTerminationList(unique):
+			case unique != "" && p.gtm.InTerminationList(unique):
 				p.logger.V(5).Info("new ep is in graceful delete list", "uniqueRealServer", unique)
 				if err := p.gtm.MoveRSOutofGracefulDeleteList(unique); err != nil {
 					errs = append(errs, err)
@@ -521,7 +527,7 @@ func (p *Proxier) syncRealServers(a *appliedVS, d *desiredVS) []error {
 				delete(a.rss, k)
 			case cur.weight != 1:
 				if err := p.ipvs.UpdateRealServer(a.vs, rs); err != nil {
-					errs = append(errs, fmt.Errorf("updating real server %s: %w", unique, err))
+					errs = append(errs, fmt.Errorf("updating real server %s: %w", GetUniqueRSName(a.vs, rs), err))
 					continue
 				}
 				cur.weight = 1
