@@ -618,3 +618,22 @@ func sliceN(f fam, i, eps int, changed bool) *discovery.EndpointSlice {
 	}
 	return makeSlice(f, "ns", fmt.Sprintf("s%05d", i), "sl", []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)}, list...)
 }
+
+func TestSyncLatencyIsRecorded(t *testing.T) {
+	f := families[1]
+	count := func() uint64 {
+		n, err := testutil.GetHistogramMetricCount(metrics.SyncProxyRulesLatency.WithLabelValues(string(f.family)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	e := newEnv(t, f, envOptions{})
+	e.start(web(f, nil), webSlice(f))
+	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(2), node: testNode}))
+	e.sync()
+	if got := count(); got != before+2 {
+		t.Errorf("sync_proxy_rules_duration_seconds count = %d, want %d", got, before+2)
+	}
+}
