@@ -233,6 +233,8 @@ func scenarios(f fam) []scenario {
 		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), ep{ip: f.rpod(1)})},
 		probes: []probe{
 			{"from outside", tcp(fromExternal, f.external, f.lb, 80), "ipvs " + f.hp(f.pod(1), 8080)},
+			{"health check node port through the LB IP is let in", tcp(fromExternal, f.external, f.lb, 30900), "host"},
+			{"other port on the LB IP", tcp(fromExternal, f.external, f.lb, 30901), "reject"},
 		},
 	}, {
 		name: "load balancer source ranges without the node",

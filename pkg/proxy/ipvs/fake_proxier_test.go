@@ -54,6 +54,11 @@ type fakeProxierOptions struct {
 	onSync func(syncshell.SyncResult)
 	// quiet discards the proxier's logs (benchmarks).
 	quiet bool
+	// ipvs, ipset and conntrack, when set, are used instead of new fakes
+	// (to share them between two families' proxiers, or to seed flows).
+	ipvs      *ipvstest.FakeIPVS
+	ipset     *ipsettest.FakeIPSet
+	conntrack conntrack.Interface
 }
 
 // fakeEnv exposes the fakes a fake proxier programs.
@@ -88,6 +93,15 @@ func newFakeProxier(t testing.TB, family v1.IPFamily, nodeIPs []string, opts fak
 		conntrack: conntrack.NewFake(),
 		network:   proxyutiltest.NewFakeNetwork(),
 		ctx:       ctx,
+	}
+	if opts.ipvs != nil {
+		env.ipvs = opts.ipvs
+	}
+	if opts.ipset != nil {
+		env.ipset = opts.ipset
+	}
+	if opts.conntrack != nil {
+		env.conntrack = opts.conntrack
 	}
 	if family == v1.IPv6Protocol {
 		env.ipt = iptablestest.NewIPv6Fake()
