@@ -637,3 +637,27 @@ func TestSyncLatencyIsRecorded(t *testing.T) {
 		t.Errorf("sync_proxy_rules_duration_seconds count = %d, want %d", got, before+2)
 	}
 }
+
+// One Service's slice says an address is on this node, another's that it is
+// elsewhere: both use the CNI plugin's local endpoint, which kube-proxy never
+// deletes.
+func TestSameAddressLocalForOneServiceRemoteForAnother(t *testing.T) {
+	f := families[0]
+	e := newEnv(t, f, envOptions{})
+	e.start(web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}), web2(f),
+		makeSlice(f, "ns", "api", "api-1", []discovery.EndpointPort{slicePort("http", 8443, v1.ProtocolTCP)}, ep{ip: f.pod(1), node: "node2"}))
+	want := []string{
+		"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1),
+		"LB " + f.svc(2) + " 443/TCP->8443 eps=" + f.pod(1),
+	}
+	if diff := cmp.Diff(want, e.state()); diff != "" {
+		t.Errorf("state (-want +got):\n%s", diff)
+	}
+	e.p.OnServiceDelete(web(f, nil))
+	e.p.OnServiceDelete(web2(f))
+	e.hns.ResetCalls()
+	e.sync()
+	if n := e.hns.Calls()[hcntest.OpDeleteEndpoint]; n != 0 {
+		t.Errorf("%d endpoint deletions, want none (the endpoint is the CNI plugin's)", n)
+	}
+}

@@ -169,6 +169,9 @@ func newProxierInternal(
 		return nil, fmt.Errorf("winkernel proxier (%s): --enable-dsr: this version of Windows does not support DSR", ipFamily)
 	}
 
+	if !feats.SessionAffinity {
+		logger.Info("Session affinity is not supported on this version of Windows; ClientIP affinity is still requested from HNS")
+	}
 	cfg := planConfig{
 		ipv6:                  ipFamily == v1.IPv6Protocol,
 		enableDSR:             wcfg.EnableDSR,
