@@ -88,9 +88,6 @@ type Proxier struct {
 	// model, which the rule generator's models are built from.
 	local *localnode.Computer
 
-	nodeName string
-	nodeIP   net.IP
-
 	localhostNodePortProxy *localnodeportproxy.LocalNodePortProxy
 }
 
@@ -174,8 +171,6 @@ func NewProxierWithOptions(ctx context.Context,
 		logger:   logger,
 		synced:   map[proxy.ServicePortName]*syncedService{},
 		local:    localnode.NewComputer(localnode.Family(ipFamily)),
-		nodeName: nodeName,
-		nodeIP:   nodeIP,
 	}
 
 	var rejectProtocols []v1.Protocol
