@@ -661,3 +661,23 @@ func TestSameAddressLocalForOneServiceRemoteForAnother(t *testing.T) {
 		t.Errorf("%d endpoint deletions, want none (the endpoint is the CNI plugin's)", n)
 	}
 }
+
+// Zone hints narrow the endpoints once the node's zone is known: the brain's
+// topology decision, which upstream's winkernel does not apply.
+func TestTopologyHints(t *testing.T) {
+	for _, f := range families {
+		t.Run(string(f.family), func(t *testing.T) {
+			e := newEnv(t, f, envOptions{})
+			e.start(web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode, zones: []string{"a"}}, ep{ip: f.rpod(1), node: "node2", zones: []string{"b"}}))
+			if got := e.state()[0]; !strings.Contains(got, sortedIPs(f.pod(1), f.rpod(1))) {
+				t.Errorf("before the zone is known: %s", got)
+			}
+			e.p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "a"})
+			e.sync()
+			want := []string{"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + flags(f.v6())}
+			if diff := cmp.Diff(want, e.state()); diff != "" {
+				t.Errorf("in zone a (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

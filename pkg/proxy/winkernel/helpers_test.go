@@ -336,6 +336,7 @@ type ep struct {
 	notReady    bool
 	terminating bool
 	notServing  bool
+	zones       []string
 }
 
 func makeSlice(f fam, ns, svcName, sliceName string, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
@@ -358,6 +359,12 @@ func makeSlice(f fam, ns, svcName, sliceName string, ports []discovery.EndpointP
 		}
 		if e.node != "" {
 			de.NodeName = ptr.To(e.node)
+		}
+		if len(e.zones) > 0 {
+			de.Hints = &discovery.EndpointHints{}
+			for _, z := range e.zones {
+				de.Hints.ForZones = append(de.Hints.ForZones, discovery.ForZone{Name: z})
+			}
 		}
 		s.Endpoints = append(s.Endpoints, de)
 	}
