@@ -553,15 +553,16 @@ func TestCreateAndUpdateFailureMetrics(t *testing.T) {
 
 func TestDualStackProxiersLeaveEachOthersLoadBalancers(t *testing.T) {
 	v4, v6 := families[0], families[1]
-	e4 := newEnv(t, v4, envOptions{})
-	// The IPv6 proxier shares the IPv4 one's HNS.
+	e4 := newEnv(t, v4, envOptions{noLocalPods: true})
+	// The IPv6 proxier shares the IPv4 one's HNS; each local pod has one
+	// endpoint with an address of each family.
 	for i := 1; i <= 9; i++ {
-		e4.hns.AddEndpoint(testNetwork, hcnapi.Endpoint{IPs: []string{v6.pod(i)}})
+		e4.hns.AddEndpoint(testNetwork, hcnapi.Endpoint{IPs: []string{v4.pod(i), v6.pod(i)}})
 	}
 	e6 := &env{t: t, f: v6, hns: e4.hns, cfg: e4.cfg, mac: fakeMacs{}}
 	e6.p = e6.newProxier()
-	e4.start(web(v4, func(s *v1.Service) { exposed(v4, s) }), webSlice(v4))
-	e6.start(web(v6, func(s *v1.Service) { exposed(v6, s) }), webSlice(v6))
+	e4.start(web(v4, func(s *v1.Service) { exposed(v4, s); local(v4, s) }), webSlice(v4))
+	e6.start(web(v6, func(s *v1.Service) { exposed(v6, s); local(v6, s) }), webSlice(v6))
 	both := e4.state()
 	if n := countLBs(both); n != 8 {
 		t.Fatalf("%d load balancers, want 4 per family:\n%s", n, strings.Join(both, "\n"))
