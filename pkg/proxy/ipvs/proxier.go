@@ -239,6 +239,10 @@ func newProxier(
 		healthzServer, d.serviceHealth, conntrack.StaleEntriesCleaner(d.conntrack, ipFamily))
 	shellOpts.MakeServicePort = newServiceInfo
 	shellOpts.Logger, shellOpts.OnSync = &logger, d.onSync
+	// Upstream rewrote everything every syncPeriod; here partial syncs
+	// leave what did not change alone, and a cheap check once per
+	// syncPeriod (RulesMissing) notices state removed behind our back.
+	shellOpts.CheckInterval = shellOpts.RetryInterval
 	logger.V(2).Info("ipvs sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
 	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
 		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)

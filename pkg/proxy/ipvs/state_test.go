@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -416,4 +417,39 @@ func (c *countingIPVS) DeleteRealServer(vs *utilipvs.VirtualServer, rs *utilipvs
 func (c *countingIPVS) UpdateRealServer(vs *utilipvs.VirtualServer, rs *utilipvs.RealServer) error {
 	c.count("UpdateRealServer")
 	return c.Interface.UpdateRealServer(vs, rs)
+}
+
+func TestRulesMissing(t *testing.T) {
+	f := fams[0]
+	for _, tc := range []struct {
+		name    string
+		disturb func(env *fakeEnv)
+	}{
+		{"jump deleted", func(env *fakeEnv) {
+			_ = env.ipt.DeleteRule(utiliptables.TableNAT, utiliptables.ChainPrerouting, "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
+		}},
+		{"dummy interface deleted", func(env *fakeEnv) { _ = env.netlink.DeleteDummyDevice(defaultDummyDevice) }},
+		{"set destroyed", func(env *fakeEnv) { _ = env.ipset.DestroySet("KUBE-LOOP-BACK") }},
+		{"virtual servers flushed", func(env *fakeEnv) { _ = env.ipvs.Flush() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+			p.OnServiceAdd(webService(f, nil))
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+			syncAll(t, p)
+			want := env.dump(t)
+			b := (*rulesBackend)(p)
+			if b.RulesMissing(env.ctx) {
+				t.Fatal("RulesMissing after a clean sync")
+			}
+			tc.disturb(env)
+			p.RequestRulesCheck()
+			if err := p.SyncNow(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, env.dump(t)); diff != "" {
+				t.Errorf("state not restored after %s (-want +got):\n%s", tc.name, diff)
+			}
+		})
+	}
 }
