@@ -138,6 +138,8 @@ type parityFamily struct {
 	// excludeCIDR holds excludedIP, a virtual server address that is not
 	// kube-proxy's.
 	excludeCIDR, excludedIP string
+	// unmatchedCIDR holds no node address.
+	unmatchedCIDR string
 }
 
 var parityFamilies = map[v1.IPFamily]parityFamily{
@@ -155,7 +157,7 @@ var parityFamilies = map[v1.IPFamily]parityFamily{
 		extIP:       func(i int) string { return fmt.Sprintf("203.0.113.%d", i%250+1) },
 		lbIP:        func(i int) string { return fmt.Sprintf("198.51.100.%d", i%250+1) },
 		foreignIP:   "2001:db8:ffff::1",
-		excludeCIDR: "172.31.0.0/16", excludedIP: "172.31.0.10",
+		excludeCIDR: "172.31.0.0/16", excludedIP: "172.31.0.10", unmatchedCIDR: "10.99.0.0/16",
 	},
 	v1.IPv6Protocol: {
 		family: v1.IPv6Protocol, nodeIP: "fd00:192::2", otherNodeIP: "fd00:193::2",
@@ -171,7 +173,7 @@ var parityFamilies = map[v1.IPFamily]parityFamily{
 		extIP:       func(i int) string { return fmt.Sprintf("2001:db8:113::%x", i+1) },
 		lbIP:        func(i int) string { return fmt.Sprintf("2001:db8:100::%x", i+1) },
 		foreignIP:   "203.0.113.250",
-		excludeCIDR: "fd00:31::/64", excludedIP: "fd00:31::10",
+		excludeCIDR: "fd00:31::/64", excludedIP: "fd00:31::10", unmatchedCIDR: "fd00:99::/64",
 	},
 }
 
@@ -185,11 +187,45 @@ type parityGen struct {
 	// drained are endpoints removed by a drain step, by slice key, which a
 	// later step may bring back while upstream still holds them at weight 0.
 	drained map[string]discovery.Endpoint
+	// shared makes services share addresses (see share).
+	shared bool
 }
 
 var parityProtocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
 
 func (g *parityGen) service(i int) *v1.Service {
+	s := g.serviceBase(i)
+	if g.shared {
+		g.share(s, i)
+	}
+	return s
+}
+
+// share makes services share external and load balancer IPs (from a pool
+// of three, and the node's own address), as IP-sharing load balancers do:
+// an address must stay bound while any service uses it. Single-port
+// services lose their port name.
+func (g *parityGen) share(s *v1.Service, i int) {
+	r, f := g.rnd, g.f
+	if len(s.Spec.Ports) == 1 && r.IntN(2) == 0 {
+		s.Spec.Ports[0].Name = ""
+	}
+	for k, ip := range s.Spec.ExternalIPs {
+		if ip == f.extIP(i) {
+			s.Spec.ExternalIPs[k] = f.extIP(i % 3)
+		}
+	}
+	for k, ing := range s.Status.LoadBalancer.Ingress {
+		switch ing.IP {
+		case f.lbIP(i):
+			s.Status.LoadBalancer.Ingress[k].IP = f.lbIP(i % 3)
+		case f.lbIP(100 + i):
+			s.Status.LoadBalancer.Ingress[k].IP = f.otherNodeIP
+		}
+	}
+}
+
+func (g *parityGen) serviceBase(i int) *v1.Service {
 	r, f := g.rnd, g.f
 	name := fmt.Sprintf("svc%02d", i)
 	s := &v1.Service{
@@ -204,10 +240,21 @@ func (g *parityGen) service(i int) *v1.Service {
 	if r.IntN(5) == 0 {
 		nports = 3
 	}
+	// Ports are unique to the service, so that services sharing an
+	// address (node, external or load balancer IPs) never claim the same
+	// virtual server: upstream's result would then depend on map order.
 	for p := range nports {
 		proto := parityProtocols[r.IntN(len(parityProtocols))]
+		port := int32(1000 + 10*i + p)
+		if p == 1 && r.IntN(3) == 0 {
+			// The same port number over another protocol, as DNS does.
+			port = s.Spec.Ports[0].Port
+			for proto == s.Spec.Ports[0].Protocol {
+				proto = parityProtocols[r.IntN(len(parityProtocols))]
+			}
+		}
 		s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{
-			Name: fmt.Sprintf("p%d", p), Protocol: proto, Port: int32(80 + 10*p + r.IntN(3)),
+			Name: fmt.Sprintf("p%d", p), Protocol: proto, Port: port,
 			TargetPort: intstr.FromInt32(int32(8080 + p)),
 		})
 	}
@@ -512,30 +559,39 @@ func parityIPFamily(ip string) v1.IPFamily {
 
 // parityVariants are the configuration variants, one per scenario number;
 // the base configuration (rr, detect-local by cluster CIDR, masquerade bit
-// 14) is in scenarios 0 and 1, and those two also carry change sequences.
+// 14) is in scenarios 0 and 1. Variants that change different rules share
+// a scenario, to keep testdata small.
 var parityVariants = []struct {
 	name    string
 	changes int
 	mutate  func(*parityConfig, parityFamily)
 	// prepare, when set, adds initial kernel state from the first step.
 	prepare func(*parityGen, *parityScenario)
+	// shared makes services share addresses (parityGen.share).
+	shared bool
 }{
-	{"base", 2, func(*parityConfig, parityFamily) {}, nil},
-	{"base", 2, func(*parityConfig, parityFamily) {}, nil},
-	{"masqall", 0, func(c *parityConfig, _ parityFamily) { c.MasqueradeAll = true }, nil},
-	{"mh", 0, func(c *parityConfig, _ parityFamily) { c.Scheduler = "mh" }, nil},
-	{"strictarp-npa", 0, func(c *parityConfig, f parityFamily) {
-		c.StrictARP = true
-		c.NodePortAddresses = f.nodePortAddresses
-	}, nil},
-	{"nodetect-lc", 0, func(c *parityConfig, _ parityFamily) {
+	{"base", 2, func(*parityConfig, parityFamily) {}, nil, false},
+	{"base", 1, func(*parityConfig, parityFamily) {}, nil, false},
+	{"masqall-mh", 0, func(c *parityConfig, _ parityFamily) {
+		c.MasqueradeAll = true
+		c.Scheduler = "mh"
+	}, nil, false},
+	{"nodetect-lc-strictarp-npa", 0, func(c *parityConfig, f parityFamily) {
 		c.ClusterCIDR = ""
 		c.Scheduler = "lc"
-	}, nil},
+		c.StrictARP = true
+		c.NodePortAddresses = f.nodePortAddresses
+	}, nil, false},
 	{"restart", 1, func(c *parityConfig, f parityFamily) {
 		c.Scheduler = "wrr"
 		c.ExcludeCIDRs = []string{f.excludeCIDR, parityFamilies[parityOtherFamily(f.family)].excludeCIDR}
-	}, (*parityGen).restartState},
+	}, (*parityGen).restartState, false},
+	// Node port addresses that match no node address: upstream then skips
+	// each node port service's remaining setup, health check node port
+	// included.
+	{"shared-npanone", 2, func(c *parityConfig, f parityFamily) {
+		c.NodePortAddresses = []string{f.unmatchedCIDR}
+	}, nil, true},
 }
 
 // restartState makes kernel state as an earlier kube-proxy (of another
@@ -601,7 +657,8 @@ func generateParityScenarios() []*parityScenario {
 		f := parityFamilies[family]
 		for n, variant := range parityVariants {
 			g := &parityGen{f: f, rnd: rand.New(rand.NewPCG(uint64(1600+n), uint64(fi))),
-				svcs: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}, drained: map[string]discovery.Endpoint{}}
+				svcs: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}, drained: map[string]discovery.Endpoint{},
+				shared: variant.shared}
 			sc := &parityScenario{
 				Name:     fmt.Sprintf("%s-%d-%s", map[v1.IPFamily]string{v1.IPv4Protocol: "ipv4", v1.IPv6Protocol: "ipv6"}[family], n, variant.name),
 				Family:   family,
@@ -609,7 +666,7 @@ func generateParityScenarios() []*parityScenario {
 				Config: parityConfig{ClusterCIDR: f.clusterCIDR, MasqueradeBit: 14},
 			}
 			variant.mutate(&sc.Config, f)
-			sc.Steps = append(sc.Steps, g.initial(10+g.rnd.IntN(5)))
+			sc.Steps = append(sc.Steps, g.initial(9+g.rnd.IntN(4)))
 			if variant.prepare != nil {
 				variant.prepare(g, sc)
 			}
