@@ -553,6 +553,7 @@ type iptWalk struct {
 	pk    *Packet
 	node  *Node
 	paths int
+	steps int
 }
 
 type iptRes struct {
@@ -563,7 +564,7 @@ type iptRes struct {
 func (w *iptWalk) fork() error {
 	w.paths++
 	if w.paths > maxPaths {
-		return fmt.Errorf("trace: more than %d paths; the ruleset branches too much to trace", maxPaths)
+		return errTooComplex
 	}
 	return nil
 }
@@ -584,6 +585,9 @@ func (w *iptWalk) walkChain(hook, table, chain string, s pstate, depth int) ([]i
 func (w *iptWalk) walkFrom(hook string, ch *IPTChain, i int, s pstate, depth int) ([]iptRes, error) {
 	var out []iptRes
 	for ; i < len(ch.Rules); i++ {
+		if w.steps++; w.steps > maxSteps {
+			return nil, errTooComplex
+		}
 		r := ch.Rules[i]
 		matched, known := w.match(r, &s)
 		if !matched {

@@ -297,6 +297,7 @@ type nftWalk struct {
 	pk     *Packet
 	node   *Node
 	paths  int
+	steps  int
 	family string // ip or ip6
 	// cur is the table of the rule being evaluated; sets are looked up in
 	// it.
@@ -313,7 +314,7 @@ type nftBranch struct {
 func (w *nftWalk) fork() error {
 	w.paths++
 	if w.paths > maxPaths {
-		return fmt.Errorf("trace: more than %d paths; the ruleset branches too much to trace", maxPaths)
+		return errTooComplex
 	}
 	return nil
 }
@@ -758,6 +759,9 @@ func (w *nftWalk) runRules(hook string, t *NFTTable, ch *NFTChain, i int, s psta
 	foreign := t.Name != w.nft.Owner
 	svc, ep := annotateNFTName(ch.Name)
 	for i < len(ch.Rules) {
+		if w.steps++; w.steps > maxSteps {
+			return nil, errTooComplex
+		}
 		r := ch.Rules[i]
 		w.cur = t
 		step := Step{Hook: hook, Table: t.Family + " " + t.Name, Chain: ch.Name, Rule: r.Text, Service: svc, Endpoint: ep, Foreign: foreign}

@@ -293,6 +293,9 @@ func compileNFTJSON(exprs []json.RawMessage, comment string) *NFTRule {
 			continue
 		}
 		sts, txt, err := jsonStmt(v)
+		if err != nil {
+			txt = compactJSON(raw)
+		}
 		text = append(text, txt)
 		if err != nil {
 			r.stmts = append(r.stmts, nStmt{kind: sUnknown, reason: fmt.Sprintf("%v (in %s)", err, compactJSON(raw))})

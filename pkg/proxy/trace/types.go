@@ -157,6 +157,9 @@ func (s Step) String() string {
 		b.WriteString("[" + s.Hook + "] ")
 	}
 	if s.Chain != "" {
+		if s.Foreign && s.Table != "" {
+			b.WriteString("(" + s.Table + ") ")
+		}
 		b.WriteString(s.Chain + ": ")
 	}
 	if s.Rule != "" {
@@ -267,12 +270,22 @@ type Tracer interface {
 	Mode() string
 }
 
-// maxDepth bounds chain nesting; the kernel's own limit is lower still.
-const maxDepth = 64
+// maxDepth bounds chain nesting, like the kernel's own limits (nftables
+// allows 16 nested jumps; both refuse loops when rules are loaded, which
+// this bound also stops).
+const maxDepth = 32
 
-// maxPaths bounds how many paths one trace may fork into, so a hostile
-// ruleset (chains of random branches) cannot make a trace explode.
-const maxPaths = 1 << 16
+// maxPaths bounds how many paths one trace may fork into, and maxSteps how
+// many rules it may evaluate, so a hostile ruleset (chains of random
+// branches, jumps in a loop) cannot make a trace explode. A real ruleset
+// needs one path per endpoint and one step per rule on the way.
+// They are variables only so the fuzz tests can make hostile inputs cheap.
+var (
+	maxPaths = 1 << 13
+	maxSteps = 1 << 20
+)
+
+var errTooComplex = fmt.Errorf("trace: the ruleset branches or loops too much to trace")
 
 // pstate is the evolving state of one path of a packet.
 type pstate struct {
