@@ -383,9 +383,10 @@ func (v *view) resetDesired() {
 // marks everything touched so that the next plan reconciles all of it. A
 // container that cannot be listed is flushed by the plan instead.
 func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, enabled [numContainers]bool, logger klog.Logger) {
-	for name := range v.chains.have {
-		v.chains.have[name] = nil
-	}
+	// What a listing below fails to replace is kept by name only: chains of
+	// unknown content, sets of unknown timeout, and no stale chains (those
+	// still present get a fresh timestamp when they are flushed again).
+	v.invalidate()
 	chains, err := nft.List(ctx, "chains")
 	switch {
 	case err == nil:
@@ -400,9 +401,6 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, en
 	default:
 		logger.Error(err, "Failed to list nftables chains; keeping the last known list")
 	}
-	// Stale chains that are gone already need no deletion; those still present
-	// get a fresh timestamp when they are flushed again below.
-	clear(v.stale)
 
 	sets, err := nft.List(ctx, "sets")
 	switch {
@@ -416,13 +414,9 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, en
 	case isNotFound(err):
 		clear(v.sets.have)
 	default:
-		// Keep the names (stale ones still need deleting) but not the
-		// belief that they exist as wanted: the plan re-adds every wanted
-		// set, which is harmless if it is there.
+		// The names are kept (stale ones still need deleting); the plan
+		// re-adds every wanted set, which is harmless if it is there.
 		logger.Error(err, "Failed to list nftables sets; re-adding the wanted ones")
-		for name := range v.sets.have {
-			v.sets.have[name] = unknownTimeout
-		}
 	}
 
 	maps, err := nft.List(ctx, "maps")
