@@ -165,3 +165,28 @@ func TestRestoreFailureMetric(t *testing.T) {
 }
 
 var errSyncForTest = &net.AddrError{Err: "injected restore failure"}
+
+// Topology hints are applied by the brain: the node's zone picks the
+// hinted endpoints, and a zone change resyncs everything.
+func TestTopologyHints(t *testing.T) {
+	for _, f := range fams {
+		t.Run(string(f.family), func(t *testing.T) {
+			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+			p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "zone-a"})
+			p.OnServiceAdd(webService(f, nil))
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1), zoneHint: "zone-a"}, ep{ip: f.rpod(2), zoneHint: "zone-b"}))
+			syncAll(t, p)
+			pkt := packet{from: fromPod, src: f.pod(9), dst: f.svc(1), proto: "tcp", dport: 80}
+			if got, want := newTracer(t, env).trace(pkt).String(), "ipvs "+f.hp(f.rpod(1), 8080); got != want {
+				t.Errorf("zone-a: %s, want %s", got, want)
+			}
+			p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "zone-b"})
+			if err := p.SyncNow(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := newTracer(t, env).trace(pkt).String(), "ipvs "+f.hp(f.rpod(2), 8080); got != want {
+				t.Errorf("zone-b: %s, want %s", got, want)
+			}
+		})
+	}
+}
