@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/apis/config/loader"
 )
 
 // upstreamWindowsFlags are the flags upstream kube-proxy v1.37.2 adds on Windows (its
@@ -194,6 +195,20 @@ func TestWindowsConfigFileFields(t *testing.T) {
 			}
 			if c.Winkernel != want || !c.Windows.RunAsService {
 				t.Errorf("got winkernel %+v windows %+v, want %+v and runAsService", c.Winkernel, c.Windows, want)
+			}
+			// --write-config-to in either version keeps them.
+			for gvName, gv := range writableVersions {
+				data, err := loader.Encode(c, gv)
+				if err != nil {
+					t.Fatalf("encoding as %s: %v", gvName, err)
+				}
+				back, _, err := loader.Load(data)
+				if err != nil {
+					t.Fatalf("reading back %s: %v", gvName, err)
+				}
+				if back.Winkernel != want || !back.Windows.RunAsService {
+					t.Errorf("written as %s: got winkernel %+v windows %+v", gvName, back.Winkernel, back.Windows)
+				}
 			}
 		})
 	}
