@@ -52,7 +52,7 @@ func (b *rulesBackend) RulesMissing(ctx context.Context) bool {
 	if vss, err := p.ipvs.GetVirtualServers(); err == nil {
 		n := 0
 		for _, vs := range vss {
-			if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) || p.excluded(vs.Address) {
+			if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) {
 				continue
 			}
 			if _, ok := st.applied[keyOf(vs)]; !ok {

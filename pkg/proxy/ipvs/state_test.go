@@ -453,3 +453,29 @@ func TestRulesMissing(t *testing.T) {
 		})
 	}
 }
+
+// A Service may use an address inside excludeCIDRs whose virtual server
+// already exists: it is programmed like any other, and kept when the
+// Service goes.
+func TestServiceInsideExcludeCIDRs(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{excludeCIDRs: []string{f.svc(1) + "/32"}})
+	if err := env.ipvs.AddVirtualServer(&utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP", Scheduler: "rr"}); err != nil {
+		t.Fatal(err)
+	}
+	web := webService(f, nil)
+	p.OnServiceAdd(web)
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	syncAll(t, p)
+	vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
+	if got := realServersOf(t, env, vs); !slices.Equal(got, []string{f.hp(f.rpod(1), 8080)}) {
+		t.Errorf("real servers %v", got)
+	}
+	p.OnServiceDelete(web)
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if got := virtualServers(t, env); !slices.Equal(got, []string{f.svc(1) + ":80/TCP"}) {
+		t.Errorf("virtual servers %v, want only the excluded one", got)
+	}
+}

@@ -199,7 +199,7 @@ func (p *Proxier) nodePortIPs(nodeAddrs sets.Set[string]) []net.IP {
 }
 
 // readKernel replaces the view's kernel half with what the kernel holds:
-// this family's virtual servers outside excludeCIDRs, the sets' entries and
+// this family's virtual servers, the sets' entries and
 // kube-ipvs0's addresses. It also creates missing sets.
 func (p *Proxier) readKernel() error {
 	st := p.st
@@ -212,7 +212,9 @@ func (p *Proxier) readKernel() error {
 	// the list is almost always empty.
 	draining := p.gtm.len() > 0
 	for _, vs := range vss {
-		if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) || p.excluded(vs.Address) {
+		// Virtual servers inside excludeCIDRs are kept in the view, so a
+		// Service may still program one, but never deleted.
+		if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) {
 			continue
 		}
 		rss, err := p.ipvs.GetRealServers(vs)
@@ -466,6 +468,9 @@ func (p *Proxier) syncVirtualServers(t *touched, removals bool) []error {
 		a := st.applied[k]
 		if removals {
 			if d == nil && a != nil {
+				if p.excluded(a.vs.Address) {
+					continue
+				}
 				p.logger.V(4).Info("Delete service", "virtualServer", a.vs)
 				if err := p.ipvs.DeleteVirtualServer(a.vs); err != nil {
 					errs = append(errs, fmt.Errorf("deleting virtual server %s: %w", a.vs, err))
