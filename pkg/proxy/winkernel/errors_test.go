@@ -585,14 +585,14 @@ func TestOneEndpointChangeAt10kServicesTouchesOneService(t *testing.T) {
 	const n = 10000
 	var objs []any
 	for i := range n {
-		objs = append(objs, svcN(f, i), sliceN(f, i, 2, false))
+		objs = append(objs, svcN(f, i), sliceN(f, i, 1, false))
 	}
 	e.start(objs...)
 	if got := len(e.hns.LoadBalancers()); got != n {
 		t.Fatalf("%d load balancers, want %d", got, n)
 	}
 	e.hns.ResetCalls()
-	e.p.OnEndpointSliceUpdate(sliceN(f, 4242, 2, false), sliceN(f, 4242, 2, true))
+	e.p.OnEndpointSliceUpdate(sliceN(f, 4242, 1, false), sliceN(f, 4242, 1, true))
 	e.sync()
 	want := map[string]int{hcntest.OpCreateEndpoint: 1, hcntest.OpUpdateLoadBalancer: 1, hcntest.OpDeleteEndpoint: 1}
 	if diff := cmp.Diff(want, calls(e.hns)); diff != "" {
