@@ -479,3 +479,26 @@ func TestServiceInsideExcludeCIDRs(t *testing.T) {
 		t.Errorf("virtual servers %v, want only the excluded one", got)
 	}
 }
+
+// After a restart, real servers a previous kube-proxy left draining (weight
+// 0) that are wanted again get their weight back.
+func TestRestartRestoresWeights(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP", Scheduler: "rr"}
+	if err := env.ipvs.AddVirtualServer(vs); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ipvs.AddRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP(f.rpod(1)), Port: 8080, Weight: 0}); err != nil {
+		t.Fatal(err)
+	}
+	p.OnServiceAdd(makeService("ns", "web", func(s *v1.Service) {
+		s.Spec.ClusterIP = f.svc(1)
+		s.Spec.Ports = []v1.ServicePort{svcPort("http", 80, v1.ProtocolTCP, 0)}
+	}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	syncAll(t, p)
+	if got := weights(t, env, f.svc(1), 80, "TCP"); got[f.hp(f.rpod(1), 8080)] != 1 {
+		t.Errorf("weights %v, want 1", got)
+	}
+}
