@@ -41,7 +41,11 @@ type parityDumpRS struct {
 
 type parityDumpSet struct {
 	Name, Type, Family string
-	Entries            []string
+	// HashSize, MaxElem and PortRange are what ipset(8) is asked to create
+	// (ipset's defaults filled in where the spec leaves them zero).
+	HashSize, MaxElem int
+	PortRange         string
+	Entries           []string
 }
 
 // paritySysctlsIgnored are left out of the dump: conn_reuse_mode is set or
@@ -81,12 +85,13 @@ func parityFormat(st parityDumpState) string {
 	sets := slices.Clone(st.Sets)
 	slices.SortFunc(sets, func(a, c parityDumpSet) int { return cmp.Compare(a.Name, c.Name) })
 	for _, s := range sets {
-		// bitmap:port has no family; the fakes differ in whether they keep one.
-		family := ""
+		// bitmap:port has no family, hash types no port range; the fakes
+		// differ in whether they keep them.
+		opts := " range=" + s.PortRange
 		if strings.HasPrefix(s.Type, "hash:") {
-			family = " family=" + s.Family
+			opts = fmt.Sprintf(" family=%s hashsize=%d maxelem=%d", s.Family, s.HashSize, s.MaxElem)
 		}
-		fmt.Fprintf(&b, "%s %s%s\n", s.Name, s.Type, family)
+		fmt.Fprintf(&b, "%s %s%s\n", s.Name, s.Type, opts)
 		entries := slices.Clone(s.Entries)
 		slices.Sort(entries)
 		for _, e := range entries {

@@ -241,7 +241,9 @@ func parityDumpEnv(t *testing.T, env *fakeEnv) string {
 		st.VirtualServers = append(st.VirtualServers, d)
 	}
 	for name, set := range env.ipset.Sets {
+		// net-utils' fake keeps the spec with ipset's defaults filled in.
 		st.Sets = append(st.Sets, parityDumpSet{Name: name, Type: string(set.SetType), Family: set.HashFamily,
+			HashSize: set.HashSize, MaxElem: set.MaxElem, PortRange: set.PortRange,
 			Entries: env.ipset.Entries[name].UnsortedList()})
 	}
 	if bound, err := env.netlink.ListBindAddress(defaultDummyDevice); err == nil {
