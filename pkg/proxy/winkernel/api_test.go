@@ -246,3 +246,28 @@ func TestHealthzPort(t *testing.T) {
 		}
 	}
 }
+
+// The constructor waits for the CNI plugin's network, as upstream, instead
+// of failing.
+func TestNewProxierWaitsForTheNetwork(t *testing.T) {
+	old := networkPollInterval
+	networkPollInterval = 0
+	t.Cleanup(func() { networkPollInterval = old })
+	f := families[0]
+	h := hcntest.NewFake(hcntest.AllFeatures())
+	h.AddNetwork(testNetwork, hcnapi.NetworkTypeL2Bridge)
+	notYet := hcnapi.NewError(hcnapi.KindNetworkNotFound, "network not found")
+	h.FailNext(hcntest.OpGetNetworkByName, notYet, hcntest.HNSNotRunningError, notYet)
+	cfg := &kubeproxyconfig.KubeProxyConfiguration{Winkernel: kubeproxyconfig.KubeProxyWinkernelConfiguration{NetworkName: testNetwork}}
+	if _, err := newProxierInternal(t.Context(), cfg, f.family, testNode, net.ParseIP(f.node), nil, nil, h, fakeMacs{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Calls()[hcntest.OpGetNetworkByName]; n != 4 {
+		t.Errorf("%d network reads, want 4", n)
+	}
+	// Any other error fails at once.
+	h.FailNext(hcntest.OpGetNetworkByName, errors.New("access denied"))
+	if _, err := newProxierInternal(t.Context(), cfg, f.family, testNode, net.ParseIP(f.node), nil, nil, h, fakeMacs{}, false); err == nil {
+		t.Errorf("an unexpected HNS error did not fail the constructor")
+	}
+}
