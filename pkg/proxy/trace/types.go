@@ -41,6 +41,17 @@ func (o Origin) String() string {
 // MarshalText makes JSON output say "pod" rather than 0.
 func (o Origin) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
+// UnmarshalText reads what MarshalText writes, so a JSON answer reads back.
+func (o *Origin) UnmarshalText(b []byte) error {
+	for _, c := range []Origin{FromPod, FromExternal, FromHost} {
+		if string(b) == c.String() {
+			*o = c
+			return nil
+		}
+	}
+	return fmt.Errorf("packet origin %q: want pod, external or host", b)
+}
+
 // Packet is the first packet of a new connection.
 type Packet struct {
 	Src, Dst netip.Addr
