@@ -22,8 +22,11 @@ type parityDumpState struct {
 	DummyExists bool
 	Bound       []string
 	Sysctls     map[string]int
-	// IPTablesSave is iptables-save output of every table.
+	// IPTablesSave is iptables-save output of every table (ip6tables-save
+	// in single-stack IPv6 scenarios).
 	IPTablesSave string
+	// IP6TablesSave is ip6tables-save output in dual-stack scenarios.
+	IP6TablesSave string
 }
 
 type parityDumpVS struct {
@@ -123,6 +126,10 @@ func parityFormat(st parityDumpState) string {
 
 	b.WriteString("# iptables\n")
 	b.WriteString(parityIPTables(st.IPTablesSave))
+	if st.IP6TablesSave != "" {
+		b.WriteString("# ip6tables\n")
+		b.WriteString(parityIPTables(st.IP6TablesSave))
+	}
 	return b.String()
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,11 @@ type parityScenario struct {
 	NodeName string `json:"nodeName"`
 	// NodeIP is the proxier's primary node IP (NewProxier's nodeIP).
 	NodeIP string `json:"nodeIP"`
+	// DualStack scenarios run an IPv4 proxier (Family) and an IPv6 one,
+	// with node IP NodeIP6, on one node: one ipvs table, one set of
+	// ipsets, one kube-ipvs0, an iptables and an ip6tables.
+	DualStack bool   `json:"dualStack,omitempty"`
+	NodeIP6   string `json:"nodeIP6,omitempty"`
 	// Interfaces are the node's addresses in CIDR form by interface name, as
 	// netlink and net.InterfaceAddrs would report them. kube-ipvs0 starts
 	// absent.
@@ -95,7 +101,9 @@ type parityConfig struct {
 	NodePortAddresses []string `json:"nodePortAddresses,omitempty"`
 	// ClusterCIDR is given to a detect-local-by-CIDR detector; empty means
 	// no local-traffic detector.
-	ClusterCIDR   string `json:"clusterCIDR,omitempty"`
+	ClusterCIDR string `json:"clusterCIDR,omitempty"`
+	// ClusterCIDR6 is the IPv6 proxier's in dual-stack scenarios.
+	ClusterCIDR6  string `json:"clusterCIDR6,omitempty"`
 	MasqueradeBit int32  `json:"masqueradeBit"`
 	// ExcludeCIDRs is KubeProxyConfiguration.IPVS.ExcludeCIDRs.
 	ExcludeCIDRs []string `json:"excludeCIDRs,omitempty"`
@@ -571,7 +579,7 @@ var parityVariants = []struct {
 	shared bool
 }{
 	{"base", 2, func(*parityConfig, parityFamily) {}, nil, false},
-	{"base", 1, func(*parityConfig, parityFamily) {}, nil, false},
+	{"base", 0, func(*parityConfig, parityFamily) {}, nil, false},
 	{"masqall-mh", 0, func(c *parityConfig, _ parityFamily) {
 		c.MasqueradeAll = true
 		c.Scheduler = "mh"
@@ -589,7 +597,7 @@ var parityVariants = []struct {
 	// Node port addresses that match no node address: upstream then skips
 	// each node port service's remaining setup, health check node port
 	// included.
-	{"shared-npanone", 2, func(c *parityConfig, f parityFamily) {
+	{"shared-npanone", 1, func(c *parityConfig, f parityFamily) {
 		c.NodePortAddresses = []string{f.unmatchedCIDR}
 	}, nil, true},
 }
@@ -666,7 +674,7 @@ func generateParityScenarios() []*parityScenario {
 				Config: parityConfig{ClusterCIDR: f.clusterCIDR, MasqueradeBit: 14},
 			}
 			variant.mutate(&sc.Config, f)
-			sc.Steps = append(sc.Steps, g.initial(9+g.rnd.IntN(4)))
+			sc.Steps = append(sc.Steps, g.initial(8+g.rnd.IntN(3)))
 			if variant.prepare != nil {
 				variant.prepare(g, sc)
 			}
@@ -674,6 +682,105 @@ func generateParityScenarios() []*parityScenario {
 				sc.Steps = append(sc.Steps, g.change(3+g.rnd.IntN(4), c%2 == 0))
 			}
 			out = append(out, sc)
+		}
+	}
+	out = append(out, generateDualStackScenario())
+	return out
+}
+
+// generateDualStackScenario makes an IPv4 cluster with base configuration
+// and one change step, then makes two services in three dual-stack (with
+// IPv6 cluster, external and load balancer IPs and source ranges, and an
+// IPv6 twin of each of their slices).
+func generateDualStackScenario() *parityScenario {
+	f4, f6 := parityFamilies[v1.IPv4Protocol], parityFamilies[v1.IPv6Protocol]
+	g := &parityGen{f: f4, rnd: rand.New(rand.NewPCG(1700, 2)),
+		svcs: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}, drained: map[string]discovery.Endpoint{}}
+	sc := &parityScenario{
+		Name: "dual-0-base", Family: v1.IPv4Protocol, DualStack: true,
+		NodeName: parityNodeName, NodeIP: f4.nodeIP, NodeIP6: f6.nodeIP,
+		Interfaces: map[string][]string{
+			"eth0": {"192.168.0.2/24", "192.168.1.2/24", "fd00:192::2/64", "fd00:193::2/64", "fe80::2/64"},
+			"lo":   {"127.0.0.1/8", "::1/128"},
+		},
+		Config: parityConfig{ClusterCIDR: f4.clusterCIDR, ClusterCIDR6: f6.clusterCIDR, MasqueradeBit: 14},
+	}
+	steps := []parityStep{g.initial(8 + g.rnd.IntN(3))}
+	for c := range 1 {
+		steps = append(steps, g.change(3+g.rnd.IntN(4), c%2 == 0))
+	}
+	for _, st := range steps {
+		sc.Steps = append(sc.Steps, parityDualize(st))
+	}
+	return sc
+}
+
+// parityServiceIndex is i of a generated service's name "svc<i>".
+func parityServiceIndex(name string) int {
+	var i int
+	fmt.Sscanf(name, "svc%d", &i)
+	return i
+}
+
+// parityDualStackService says whether the generated IPv4 service of this
+// name is made dual-stack (two in three, by name, so a service keeps its
+// families through changes).
+func parityDualStackService(name string) bool { return parityServiceIndex(name)%3 != 2 }
+
+// parityDualize adds the IPv6 half of a dual-stack cluster to a step of an
+// IPv4 one.
+func parityDualize(st parityStep) parityStep {
+	f6 := parityFamilies[v1.IPv6Protocol]
+	out := parityStep{DeleteServices: st.DeleteServices, ActiveConns: st.ActiveConns}
+	has6 := map[string]bool{}
+	for _, svc := range st.Services {
+		svc = svc.DeepCopy()
+		i := parityServiceIndex(svc.Name)
+		switch {
+		case parityIPFamily(svc.Spec.ClusterIP) == v1.IPv6Protocol && svc.Spec.ClusterIP != "":
+			has6[svc.Name] = true
+		case svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != v1.ClusterIPNone && parityDualStackService(svc.Name):
+			has6[svc.Name] = true
+			svc.Spec.ClusterIPs = append(svc.Spec.ClusterIPs, f6.clusterIP(i))
+			svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+			svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
+			if len(svc.Spec.ExternalIPs) > 0 {
+				svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, f6.extIP(i))
+			}
+			if len(svc.Status.LoadBalancer.Ingress) > 0 {
+				svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: f6.lbIP(i)})
+			}
+			if len(svc.Spec.LoadBalancerSourceRanges) > 0 {
+				svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, f6.rangeOffNode)
+				if i%2 == 0 {
+					svc.Spec.LoadBalancerSourceRanges = append(svc.Spec.LoadBalancerSourceRanges, f6.rangeWithNode)
+				}
+			}
+		}
+		out.Services = append(out.Services, svc)
+	}
+	for _, sl := range st.Slices {
+		out.Slices = append(out.Slices, sl)
+		svcName := sl.Labels[discovery.LabelServiceName]
+		if !has6[svcName] && !parityDualStackService(svcName) {
+			continue
+		}
+		twin := sl.DeepCopy()
+		twin.Name += "-v6"
+		twin.AddressType = discovery.AddressTypeIPv6
+		for k := range twin.Endpoints {
+			var a, b, c int
+			fmt.Sscanf(twin.Endpoints[k].Addresses[0], "10.%d.%d.%d", &a, &b, &c)
+			twin.Endpoints[k].Addresses = []string{f6.podIP(b*250 + c - 1)}
+		}
+		out.Slices = append(out.Slices, twin)
+	}
+	for _, k := range st.DeleteSlices {
+		out.DeleteSlices = append(out.DeleteSlices, k)
+		ns, name, _ := strings.Cut(k, "/")
+		svcName := name[:strings.LastIndex(name, "-")]
+		if parityDualStackService(svcName) {
+			out.DeleteSlices = append(out.DeleteSlices, ns+"/"+name+"-v6")
 		}
 	}
 	return out

@@ -9,15 +9,32 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 	utilipset "k8s.io/net-utils/ipset"
+	ipsettest "k8s.io/net-utils/ipset/testing"
+	iptablestest "k8s.io/net-utils/iptables/testing"
 	utilipvs "k8s.io/net-utils/ipvs"
+	ipvstest "k8s.io/net-utils/ipvs/testing"
+	sysctltest "k8s.io/net-utils/sysctl/testing"
 )
 
 // TestUpstreamParityRandom feeds every scenario in
@@ -70,6 +87,9 @@ func TestUpstreamParityRandom(t *testing.T) {
 // runParityScenario drives a fake proxier through sc and compares its
 // state after each step with want(step). It returns the steps compared.
 func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) string) int {
+	if sc.DualStack {
+		return runDualStackParityScenario(t, sc, want)
+	}
 	if sc.NodeName != testHostname {
 		t.Fatalf("scenario node %q, but newFakeProxier's node is %q", sc.NodeName, testHostname)
 	}
@@ -172,6 +192,146 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 	return compared
 }
 
+// runDualStackParityScenario runs an IPv4 and an IPv6 proxier on one node,
+// as NewDualStackProxier and the metaproxier do: one ipvs table, one set of
+// ipsets, one kube-ipvs0 (parityNetlink gives each family its view), an
+// iptables fake per family. Slices go to the proxier of their address type,
+// everything else to both, IPv4 first, as upstream's capture does.
+func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step int) string) int {
+	if sc.InitialState != nil {
+		t.Fatal("dual-stack scenarios with an initial state are not supported")
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	fipvs := ipvstest.NewFake()
+	fipset := ipsettest.NewFake("v7.17")
+	sysctl := sysctltest.NewFake()
+	links := &parityNodeLinks{addrs: map[string][]string{}}
+	network := proxyutiltest.NewFakeNetwork()
+	for _, dev := range paritySortedKeys(sc.Interfaces) {
+		var addrs []net.Addr
+		links.addrs[dev] = []string{}
+		for _, c := range sc.Interfaces[dev] {
+			ip, ipnet, err := net.ParseCIDR(c)
+			if err != nil {
+				t.Fatalf("interface %s address %q: %v", dev, c, err)
+			}
+			links.addrs[dev] = append(links.addrs[dev], ip.String())
+			addrs = append(addrs, &net.IPNet{IP: ip, Mask: ipnet.Mask})
+		}
+		network.AddInterfaceAddr(&net.Interface{Name: dev}, addrs)
+	}
+	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	ipts := map[v1.IPFamily]*iptablestest.FakeIPTables{v1.IPv4Protocol: iptablestest.NewFake(), v1.IPv6Protocol: iptablestest.NewIPv6Fake()}
+	ps := map[v1.IPFamily]*Proxier{}
+	for _, fam := range families {
+		cfg := &kubeproxyconfig.KubeProxyConfiguration{}
+		cfg.IPTables.MasqueradeBit = ptr.To(sc.Config.MasqueradeBit)
+		cfg.Linux.MasqueradeAll = sc.Config.MasqueradeAll
+		cfg.IPVS.Scheduler = sc.Config.Scheduler
+		cfg.IPVS.StrictARP = sc.Config.StrictARP
+		cfg.NodePortAddresses = sc.Config.NodePortAddresses
+		cfg.IPVS.ExcludeCIDRs = sc.Config.ExcludeCIDRs
+		cfg.SyncPeriod = metav1.Duration{Duration: 30 * time.Second}
+		cidr, nodeIP := sc.Config.ClusterCIDR, sc.NodeIP
+		if fam == v1.IPv6Protocol {
+			cidr, nodeIP = sc.Config.ClusterCIDR6, sc.NodeIP6
+		}
+		var det proxyutil.LocalTrafficDetector = proxyutil.NewNoOpLocalDetector()
+		if cidr != "" {
+			det = proxyutil.NewDetectLocalByCIDR(cidr)
+		}
+		p, err := newProxier(ctx, cfg, fam, ipts[fam], fipvs, fipset, sysctl, det, sc.NodeName, net.ParseIP(nodeIP), nil, nil, false, deps{
+			netlink:           parityNetlink{links: links, isIPv6: fam == v1.IPv6Protocol},
+			conntrack:         conntrack.NewFake(),
+			serviceHealth:     healthcheck.NewFakeServiceHealthServer(),
+			networkInterfacer: network,
+			kernelVersion:     func() (*version.Version, error) { return version.ParseGeneric("5.15") },
+			clock:             testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)),
+			noGracefulLoop:    true,
+		})
+		if err != nil {
+			t.Fatalf("newProxier(%s): %v", fam, err)
+		}
+		ps[fam] = p
+	}
+	sliceProxier := func(s *discovery.EndpointSlice) *Proxier {
+		if s.AddressType == discovery.AddressTypeIPv6 {
+			return ps[v1.IPv6Protocol]
+		}
+		return ps[v1.IPv4Protocol]
+	}
+	env := &fakeEnv{ipvs: fipvs}
+
+	svcs := map[string]*v1.Service{}
+	eps := map[string]*discovery.EndpointSlice{}
+	compared := 0
+	for i, st := range sc.Steps {
+		for _, s := range st.Services {
+			for _, fam := range families {
+				if old, ok := svcs[parityServiceKey(s)]; ok {
+					ps[fam].OnServiceUpdate(old, s)
+				} else {
+					ps[fam].OnServiceAdd(s)
+				}
+			}
+			svcs[parityServiceKey(s)] = s
+		}
+		for _, s := range st.Slices {
+			if old, ok := eps[paritySliceKey(s)]; ok {
+				sliceProxier(s).OnEndpointSliceUpdate(old, s)
+			} else {
+				sliceProxier(s).OnEndpointSliceAdd(s)
+			}
+			eps[paritySliceKey(s)] = s
+		}
+		for _, k := range st.DeleteServices {
+			if svcs[k] == nil {
+				t.Fatalf("step %d deletes unknown service %s", i, k)
+			}
+			for _, fam := range families {
+				ps[fam].OnServiceDelete(svcs[k])
+			}
+			delete(svcs, k)
+		}
+		for _, k := range st.DeleteSlices {
+			if eps[k] == nil {
+				t.Fatalf("step %d deletes unknown slice %s", i, k)
+			}
+			sliceProxier(eps[k]).OnEndpointSliceDelete(eps[k])
+			delete(eps, k)
+		}
+		for _, ac := range st.ActiveConns {
+			if !paritySetActiveConn(env, ac) {
+				t.Fatalf("step %d: no real server %s of %s to give connections (upstream had it)", i, ac.RealServer, ac.VirtualServer)
+			}
+		}
+		for _, fam := range families {
+			if i == 0 {
+				ps[fam].OnServiceSynced()
+				ps[fam].OnEndpointSlicesSynced()
+			}
+			if err := ps[fam].SyncNow(); err != nil {
+				t.Fatalf("step %d: %s sync: %v", i, fam, err)
+			}
+		}
+		got := parityState(t, fipvs, fipset, sysctl, ipts[v1.IPv4Protocol])
+		links.mu.Lock()
+		bound, ok := links.addrs[defaultDummyDevice]
+		got.DummyExists, got.Bound = ok, slices.Clone(bound)
+		links.mu.Unlock()
+		var buf bytes.Buffer
+		if err := ipts[v1.IPv6Protocol].SaveInto("", &buf); err != nil {
+			t.Fatal(err)
+		}
+		got.IP6TablesSave = buf.String()
+		if exp := want(i); parityFormat(got) != exp {
+			t.Errorf("step %d: state differs from upstream v1.37.2's (- upstream only, + ours only):\n%s", i, parityLineDiff(exp, parityFormat(got)))
+		}
+		compared++
+	}
+	return compared
+}
+
 // parityApplyInitialState puts what an earlier kube-proxy left into the
 // fakes, as upstream's capture does into its own.
 func parityApplyInitialState(t *testing.T, env *fakeEnv, is *parityInitialState) {
@@ -231,32 +391,39 @@ func paritySetActiveConn(env *fakeEnv, ac parityActiveConn) bool {
 // parityDumpEnv reads our fakes into the canonical dump.
 func parityDumpEnv(t *testing.T, env *fakeEnv) string {
 	t.Helper()
-	var st parityDumpState
-	for key, vs := range env.ipvs.Services {
-		d := parityDumpVS{Protocol: vs.Protocol, Address: vs.Address.String(), Port: int(vs.Port),
-			Scheduler: vs.Scheduler, Flags: uint32(vs.Flags), Timeout: vs.Timeout}
-		for _, rs := range env.ipvs.Destinations[key] {
-			d.RealServers = append(d.RealServers, parityDumpRS{Address: rs.Address.String(), Port: int(rs.Port), Weight: rs.Weight})
-		}
-		st.VirtualServers = append(st.VirtualServers, d)
-	}
-	for name, set := range env.ipset.Sets {
-		// net-utils' fake keeps the spec with ipset's defaults filled in.
-		st.Sets = append(st.Sets, parityDumpSet{Name: name, Type: string(set.SetType), Family: set.HashFamily,
-			HashSize: set.HashSize, MaxElem: set.MaxElem, PortRange: set.PortRange,
-			Entries: env.ipset.Entries[name].UnsortedList()})
-	}
+	st := parityState(t, env.ipvs, env.ipset, env.sysctl, env.ipt)
 	if bound, err := env.netlink.ListBindAddress(defaultDummyDevice); err == nil {
 		st.DummyExists = true
 		st.Bound = bound
 	}
-	st.Sysctls = env.sysctl.Snapshot()
+	return parityFormat(st)
+}
+
+// parityState reads everything but kube-ipvs0 from our fakes.
+func parityState(t *testing.T, fipvs *ipvstest.FakeIPVS, fipset *ipsettest.FakeIPSet, sysctl *sysctltest.Fake, ipt *iptablestest.FakeIPTables) parityDumpState {
+	t.Helper()
+	var st parityDumpState
+	for key, vs := range fipvs.Services {
+		d := parityDumpVS{Protocol: vs.Protocol, Address: vs.Address.String(), Port: int(vs.Port),
+			Scheduler: vs.Scheduler, Flags: uint32(vs.Flags), Timeout: vs.Timeout}
+		for _, rs := range fipvs.Destinations[key] {
+			d.RealServers = append(d.RealServers, parityDumpRS{Address: rs.Address.String(), Port: int(rs.Port), Weight: rs.Weight})
+		}
+		st.VirtualServers = append(st.VirtualServers, d)
+	}
+	for name, set := range fipset.Sets {
+		// net-utils' fake keeps the spec with ipset's defaults filled in.
+		st.Sets = append(st.Sets, parityDumpSet{Name: name, Type: string(set.SetType), Family: set.HashFamily,
+			HashSize: set.HashSize, MaxElem: set.MaxElem, PortRange: set.PortRange,
+			Entries: fipset.Entries[name].UnsortedList()})
+	}
+	st.Sysctls = sysctl.Snapshot()
 	var buf bytes.Buffer
-	if err := env.ipt.SaveInto("", &buf); err != nil {
+	if err := ipt.SaveInto("", &buf); err != nil {
 		t.Fatal(err)
 	}
 	st.IPTablesSave = buf.String()
-	return parityFormat(st)
+	return st
 }
 
 // parityLineDiff is a minimal line diff (longest common subsequence) with
