@@ -43,6 +43,14 @@ type traceOptions struct {
 
 // newTraceCommand is `kube-proxy trace`.
 func newTraceCommand() *cobra.Command {
+	cmd, _ := newTraceCommandOptions()
+	return cmd
+}
+
+// newTraceCommandOptions also returns the options the flags are bound to,
+// so tests can run the command without its RunE (which silences klog
+// process-wide).
+func newTraceCommandOptions() (*cobra.Command, *traceOptions) {
 	to := &traceOptions{proxy: NewOptions(), output: "text", maxDiffs: 10}
 	cmd := &cobra.Command{
 		Use:   "trace --to IP:PORT[/PROTO] (--from IP | --from-host)",
@@ -94,7 +102,7 @@ by hand) are named in the answer rather than guessed at.`,
 	fs.BoolVar(&to.verbose, "verbose", to.verbose, "Show every step of each path, also jumps that decided nothing, and kube-proxy's logs while it computes rules.")
 	fs.IntVar(&to.maxDiffs, "max-differences", to.maxDiffs, "How many differences between the live and the computed rules to list (0 for all).")
 	_ = cmd.MarkFlagFilename("manifests", "yaml", "yml", "json")
-	return cmd
+	return cmd, to
 }
 
 // traceReport is the JSON answer.

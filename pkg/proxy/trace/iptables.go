@@ -216,6 +216,10 @@ func compileIPTRule(table, chain string, w []string, raw string) *IPTRule {
 			r.unknown = fmt.Sprintf(format, a...)
 		}
 	}
+	// An option belongs to the match module named before it: after a
+	// module the tracer does not model, its options (which may share a
+	// name with a modelled one, as connmark's --mark) are not read.
+	foreignModule := ""
 	for i := 0; i < len(w); i++ {
 		neg := false
 		if w[i] == "!" {
@@ -231,6 +235,14 @@ func compileIPTRule(table, chain string, w []string, raw string) *IPTRule {
 		hasVal := false
 		if !iptNoValue[opt] && opt != "-j" && opt != "-g" && i+1 < len(w) {
 			val, hasVal = w[i+1], true
+		}
+		if !strings.HasPrefix(opt, "--") {
+			foreignModule = ""
+		} else if foreignModule != "" {
+			if hasVal && !strings.HasPrefix(val, "-") && val != "!" {
+				i++
+			}
+			continue
 		}
 		take := func() bool {
 			if !hasVal {
@@ -264,6 +276,7 @@ func compileIPTRule(table, chain string, w []string, raw string) *IPTRule {
 			}
 			if !iptKnownModules[val] {
 				unknown("match module %q not modelled", val)
+				foreignModule = val
 			}
 		case "--comment":
 			if take() {

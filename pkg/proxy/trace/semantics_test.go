@@ -164,6 +164,9 @@ func TestIPTablesParseErrors(t *testing.T) {
 		"-A PREROUTING -j SNAT --to-source 1.2.3.4",
 		"-A PREROUTING -p tcp --sport 80 -j ACCEPT",
 		"-A PREROUTING -m statistic --mode nth --every 2 -j ACCEPT",
+		// connmark's --mark is not the packet mark the tracer knows.
+		"-A PREROUTING -m connmark --mark 0x1 -j ACCEPT",
+		"-A PREROUTING -m multiport --dports 80,443 -j ACCEPT",
 	} {
 		ipt, err := ParseIPTablesSave("*nat\n:PREROUTING ACCEPT [0:0]\n" + rule + "\nCOMMIT\n")
 		if err != nil {
