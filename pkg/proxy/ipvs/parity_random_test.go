@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 	utilipset "k8s.io/net-utils/ipset"
@@ -113,7 +115,9 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 	for _, ip := range ifaces["eth0"] {
 		eth0 = append(eth0, ip.String())
 	}
+	syncs := &paritySyncs{}
 	p, env := newFakeProxier(t, sc.Family, eth0, fakeProxierOptions{
+		onSync:            syncs.record,
 		masqueradeAll:     sc.Config.MasqueradeAll,
 		scheduler:         sc.Config.Scheduler,
 		strictARP:         sc.Config.StrictARP,
@@ -178,11 +182,7 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 				t.Fatalf("step %d: no real server %s of %s to give connections (upstream had it)", i, ac.RealServer, ac.VirtualServer)
 			}
 		}
-		if i == 0 {
-			syncAll(t, p)
-		} else if err := p.SyncNow(); err != nil {
-			t.Fatalf("step %d: sync: %v", i, err)
-		}
+		syncs.once(t, i, p)
 		got, exp := parityDumpEnv(t, env), want(i)
 		if got != exp {
 			t.Errorf("step %d: state differs from upstream v1.37.2's (- upstream only, + ours only):\n%s", i, parityLineDiff(exp, got))
@@ -223,7 +223,9 @@ func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step
 	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	ipts := map[v1.IPFamily]*iptablestest.FakeIPTables{v1.IPv4Protocol: iptablestest.NewFake(), v1.IPv6Protocol: iptablestest.NewIPv6Fake()}
 	ps := map[v1.IPFamily]*Proxier{}
+	syncs := map[v1.IPFamily]*paritySyncs{}
 	for _, fam := range families {
+		syncs[fam] = &paritySyncs{}
 		cfg := &kubeproxyconfig.KubeProxyConfiguration{}
 		cfg.IPTables.MasqueradeBit = ptr.To(sc.Config.MasqueradeBit)
 		cfg.Linux.MasqueradeAll = sc.Config.MasqueradeAll
@@ -248,6 +250,7 @@ func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step
 			kernelVersion:     func() (*version.Version, error) { return version.ParseGeneric("5.15") },
 			clock:             testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)),
 			noGracefulLoop:    true,
+			onSync:            syncs[fam].record,
 		})
 		if err != nil {
 			t.Fatalf("newProxier(%s): %v", fam, err)
@@ -306,13 +309,7 @@ func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step
 			}
 		}
 		for _, fam := range families {
-			if i == 0 {
-				ps[fam].OnServiceSynced()
-				ps[fam].OnEndpointSlicesSynced()
-			}
-			if err := ps[fam].SyncNow(); err != nil {
-				t.Fatalf("step %d: %s sync: %v", i, fam, err)
-			}
+			syncs[fam].once(t, i, ps[fam])
 		}
 		got := parityState(t, fipvs, fipset, sysctl, ipts[v1.IPv4Protocol])
 		links.mu.Lock()
@@ -330,6 +327,54 @@ func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step
 		compared++
 	}
 	return compared
+}
+
+// paritySyncs counts a proxier's syncs, so that each step is compared after
+// exactly one, as upstream's was.
+type paritySyncs struct {
+	mu     sync.Mutex
+	n      int
+	failed []error
+}
+
+func (s *paritySyncs) record(r syncshell.SyncResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if r.Err != nil {
+		s.failed = append(s.failed, r.Err)
+	}
+}
+
+func (s *paritySyncs) count() (int, []error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n, slices.Clone(s.failed)
+}
+
+// once runs step i's one sync: for the first step, marking both informers
+// synced (which syncs at once, as upstream's does) or, should that only
+// queue a sync, SyncNow; afterwards SyncNow. The step's handler calls must
+// not have synced by themselves.
+func (s *paritySyncs) once(t *testing.T, i int, p *Proxier) {
+	t.Helper()
+	before, _ := s.count()
+	if before != i {
+		t.Fatalf("step %d: %d syncs before it, want %d (a handler synced by itself)", i, before, i)
+	}
+	if i == 0 {
+		p.OnServiceSynced()
+		p.OnEndpointSlicesSynced()
+	}
+	if n, _ := s.count(); n == before {
+		if err := p.SyncNow(); err != nil {
+			t.Fatalf("step %d: sync: %v", i, err)
+		}
+	}
+	n, failed := s.count()
+	if n != i+1 || len(failed) > 0 {
+		t.Fatalf("step %d: %d syncs, want %d; failures: %v", i, n, i+1, failed)
+	}
 }
 
 // parityApplyInitialState puts what an earlier kube-proxy left into the
