@@ -4,6 +4,7 @@ package ipvs
 
 import (
 	"cmp"
+	"iter"
 	"net"
 	"net/netip"
 	"slices"
@@ -54,6 +55,21 @@ type appliedVS struct {
 	rss map[rsKey]*appliedRS
 }
 
+// matches reports whether rss is exactly a's real servers, with their weights.
+func (a *appliedVS) matches(rss []*utilipvs.RealServer) bool {
+	if len(rss) != len(a.rss) {
+		return false
+	}
+	for _, rs := range rss {
+		ra, _ := netip.AddrFromSlice(rs.Address)
+		cur := a.rss[rsKey{addr: ra.Unmap(), port: rs.Port}]
+		if cur == nil || cur.weight != rs.Weight {
+			return false
+		}
+	}
+	return true
+}
+
 type appliedRS struct {
 	weight int
 	// terminating is set while the graceful termination manager drains it.
@@ -65,12 +81,53 @@ type setEntry struct {
 	entry string
 }
 
-// portRender is what one service port contributes.
+// portRender is what one service port contributes, and what it was
+// rendered from, so a full sync can keep it when nothing changed.
 type portRender struct {
 	vss       []*desiredVS
 	entries   []setEntry
 	binds     []string
 	outFilter []string
+
+	svc                 proxy.ServicePort
+	eps, cluster, local []proxy.Endpoint
+	iLocal, eLocal      bool
+	nodeGen             uint64
+}
+
+func (r *portRender) setInputs(svc proxy.ServicePort, eps []proxy.Endpoint, tp *proxy.TrafficPolicy, nodeGen uint64) {
+	r.svc, r.eps, r.cluster, r.local = svc, eps, tp.ClusterEndpoints, tp.LocalEndpoints
+	r.iLocal, r.eLocal, r.nodeGen = tp.InternalLocal, tp.ExternalLocal, nodeGen
+}
+
+// sameInputs reports whether rendering again would give r: the same
+// ServicePort and endpoint values (the trackers replace what changes), the
+// same policy decision and the same node addresses.
+func (r *portRender) sameInputs(svc proxy.ServicePort, eps []proxy.Endpoint, tp *proxy.TrafficPolicy, nodeGen uint64) bool {
+	return r.nodeGen == nodeGen && sameValue(r.svc, svc) && r.iLocal == tp.InternalLocal && r.eLocal == tp.ExternalLocal &&
+		sameEndpoints(r.eps, eps) && sameEndpoints(r.cluster, tp.ClusterEndpoints) && sameEndpoints(r.local, tp.LocalEndpoints)
+}
+
+func sameEndpoints(a, b []proxy.Endpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y proxy.Endpoint) bool { return sameValue(x, y) })
+}
+
+// sameValue compares pointers only: other dynamic types may not be
+// comparable, and are taken as changed.
+func sameValue[T any](a, b T) bool {
+	pa, ok := any(a).(interface{ String() string })
+	if !ok {
+		return false
+	}
+	switch x := pa.(type) {
+	case *proxy.BaseEndpointInfo:
+		y, ok := any(b).(*proxy.BaseEndpointInfo)
+		return ok && x == y
+	case *servicePortInfo:
+		y, ok := any(b).(*servicePortInfo)
+		return ok && x == y
+	}
+	return false
 }
 
 // state is the proxier's authoritative view: what each service port wants
@@ -81,7 +138,7 @@ type state struct {
 	// claims holds every port's wish for each virtual server; the one of the
 	// smallest port name is programmed, so the result does not depend on the
 	// order ports were synced in.
-	claims    map[vsKey]map[proxy.ServicePortName]*desiredVS
+	claims    map[vsKey][]claim
 	setRefs   [numSets]map[string]int
 	bindRefs  map[string]int
 	outFilter map[string]int
@@ -97,6 +154,8 @@ type state struct {
 	// port is rendered again.
 	nodeAddrs sets.Set[string]
 	nodeIPs   []net.IP
+	// nodeGen counts changes of nodeAddrs and nodeIPs.
+	nodeGen uint64
 	// rules is the last iptables-restore input written; nil forces a write.
 	rules []byte
 	// synced is false until a full sync succeeded, and after a failure.
@@ -111,7 +170,7 @@ func newState() *state {
 
 func (s *state) resetWanted() {
 	s.ports = map[proxy.ServicePortName]*portRender{}
-	s.claims = map[vsKey]map[proxy.ServicePortName]*desiredVS{}
+	s.claims = map[vsKey][]claim{}
 	for i := range s.setRefs {
 		s.setRefs[i] = map[string]int{}
 	}
@@ -138,11 +197,77 @@ func (s *state) unindexPort(name proxy.ServicePortName) {
 	}
 }
 
-// touched collects what a sync must reconcile.
+// touched collects what a sync must reconcile: what the changed ports
+// wanted before and want now, or, with all, everything wanted or present.
 type touched struct {
+	all     bool
 	vss     sets.Set[vsKey]
 	entries [numSets]sets.Set[string]
 	binds   sets.Set[string]
+}
+
+// vsKeys yields the virtual servers to reconcile; it may yield one twice.
+func (t *touched) vsKeys(st *state) iter.Seq[vsKey] {
+	return func(yield func(vsKey) bool) {
+		for k := range t.vss {
+			if !yield(k) {
+				return
+			}
+		}
+		if !t.all {
+			return
+		}
+		for k := range st.claims {
+			if !yield(k) {
+				return
+			}
+		}
+		for k := range st.applied {
+			if _, wanted := st.claims[k]; wanted {
+				continue
+			}
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// union yields the keys of touched and, with all, those of every map given.
+func union[V any](t *touched, touched sets.Set[string], all ...map[string]V) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for k := range touched {
+			if !yield(k) {
+				return
+			}
+		}
+		if !t.all {
+			return
+		}
+		for _, m := range all {
+			for k := range m {
+				if !yield(k) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (t *touched) bindKeys(wanted map[string]int) iter.Seq[string] {
+	return union(t, t.binds, wanted)
+}
+
+func (t *touched) unbindKeys(bound sets.Set[string]) iter.Seq[string] {
+	return union(t, t.binds, bound)
+}
+
+func (t *touched) addKeys(id setID, wanted map[string]int) iter.Seq[string] {
+	return union(t, t.entries[id], wanted)
+}
+
+func (t *touched) delKeys(id setID, applied sets.Set[string]) iter.Seq[string] {
+	return union(t, t.entries[id], applied)
 }
 
 func newTouched() *touched {
@@ -163,9 +288,11 @@ func (s *state) setPort(name proxy.ServicePortName, r *portRender, t *touched) {
 	if old := s.ports[name]; old != nil {
 		for _, d := range old.vss {
 			k := keyOf(&d.vs)
-			delete(s.claims[k], name)
-			if len(s.claims[k]) == 0 {
+			c := slices.DeleteFunc(s.claims[k], func(c claim) bool { return c.name == name })
+			if len(c) == 0 {
 				delete(s.claims, k)
+			} else {
+				s.claims[k] = c
 			}
 			t.vss.Insert(k)
 		}
@@ -188,12 +315,7 @@ func (s *state) setPort(name proxy.ServicePortName, r *portRender, t *touched) {
 	s.ports[name] = r
 	for _, d := range r.vss {
 		k := keyOf(&d.vs)
-		c := s.claims[k]
-		if c == nil {
-			c = map[proxy.ServicePortName]*desiredVS{}
-			s.claims[k] = c
-		}
-		c[name] = d
+		s.claims[k] = append(s.claims[k], claim{name: name, d: d})
 		t.vss.Insert(k)
 	}
 	for _, e := range r.entries {
@@ -219,25 +341,25 @@ func decr(m map[string]int, k string) {
 
 // wanted returns the virtual server to program at k, or nil.
 func (s *state) wanted(k vsKey) *desiredVS {
-	var best *desiredVS
-	var bestName proxy.ServicePortName
-	for name, d := range s.claims[k] {
-		if best == nil || comparePortNames(name, bestName) < 0 {
-			best, bestName = d, name
+	c := s.claims[k]
+	if len(c) == 0 {
+		return nil
+	}
+	best := c[0]
+	for _, o := range c[1:] {
+		if comparePortNames(o.name, best.name) < 0 {
+			best = o
 		}
 	}
-	return best
+	return best.d
+}
+
+// claim is one port's wish for a virtual server.
+type claim struct {
+	name proxy.ServicePortName
+	d    *desiredVS
 }
 
 func comparePortNames(a, b proxy.ServicePortName) int {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Port, b.Port))
-}
-
-func sortedKeys[K comparable](m sets.Set[K], cmpf func(a, b K) int) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, cmpf)
-	return out
 }

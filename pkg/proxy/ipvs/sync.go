@@ -97,9 +97,12 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 		nodeAddrs = sets.New[string]()
 	}
 	nodeIPs := p.nodePortIPs(nodeAddrs)
-	if !full && (!nodeAddrs.Equal(st.nodeAddrs) || !slices.EqualFunc(nodeIPs, st.nodeIPs, net.IP.Equal)) {
+	if !nodeAddrs.Equal(st.nodeAddrs) || !slices.EqualFunc(nodeIPs, st.nodeIPs, net.IP.Equal) {
+		// Bindings and node port virtual servers of every port depend on
+		// them: nothing rendered before may be reused.
 		p.logger.V(2).Info("Node addresses changed, syncing everything")
 		full = true
+		st.nodeGen++
 	}
 	st.nodeAddrs, st.nodeIPs = nodeAddrs, nodeIPs
 	out.Full = full && !u.Full
@@ -110,14 +113,15 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 		if err := p.readKernel(); err != nil {
 			return out, err
 		}
-		st.resetWanted()
-		for k := range st.applied {
-			t.vss.Insert(k)
+		// Everything is compared with the kernel just read; what the ports
+		// want is kept, and below only re-rendered where its inputs changed.
+		t.all = true
+		for name := range st.ports {
+			if _, ok := u.Services[name]; !ok || u.Policy(name) == nil {
+				st.setPort(name, nil, t)
+				st.unindexPort(name)
+			}
 		}
-		for id := range st.setApplied {
-			t.entries[id].Insert(st.setApplied[id].UnsortedList()...)
-		}
-		t.binds.Insert(st.bound.UnsortedList()...)
 	} else {
 		for _, name := range u.RemovedPorts {
 			st.setPort(name, nil, t)
@@ -132,7 +136,15 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 			st.setPort(name, nil, t)
 			return
 		}
-		st.setPort(name, p.renderPort(name, info, tp, u.Endpoints[name], nodeAddrs, nodeIPs), t)
+		eps := u.Endpoints[name]
+		if full {
+			if r := st.ports[name]; r != nil && r.sameInputs(svc, eps, tp, st.nodeGen) {
+				return
+			}
+		}
+		r := p.renderPort(name, info, tp, eps, nodeAddrs, nodeIPs)
+		r.setInputs(svc, eps, tp, st.nodeGen)
+		st.setPort(name, r, t)
 	}
 	if full || u.ServicesChanged {
 		for name, svc := range u.Services {
@@ -156,14 +168,14 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 	// and iptables rules that let traffic reach them, then removals.
 	errs = append(errs, p.syncVirtualServers(t, false)...)
 	errs = append(errs, p.bindAddresses(t)...)
-	if err := p.syncIPSets(t, full); err != nil {
+	if err := p.syncIPSets(t); err != nil {
 		return out, err
 	}
 	wrote, err := p.syncIPTables(full)
 	if err != nil {
 		return out, err
 	}
-	out.Programmed = wrote || t.vss.Len() > 0
+	out.Programmed = wrote || t.all || t.vss.Len() > 0
 	errs = append(errs, p.unbindAddresses(t)...)
 	errs = append(errs, p.syncVirtualServers(t, true)...)
 	if err := errors.Join(errs...); err != nil {
@@ -207,6 +219,7 @@ func (p *Proxier) readKernel() error {
 	if err != nil {
 		return fmt.Errorf("listing IPVS virtual servers: %w", err)
 	}
+	old := st.applied
 	st.applied = make(map[vsKey]*appliedVS, len(vss))
 	// Naming every real server costs more than the rest of this loop, and
 	// the list is almost always empty.
@@ -221,6 +234,12 @@ func (p *Proxier) readKernel() error {
 		if err != nil {
 			return fmt.Errorf("listing real servers of %s: %w", vs, err)
 		}
+		k := keyOf(vs)
+		if a := old[k]; a != nil && a.vs.Equal(vs) && a.matches(rss) {
+			// As last programmed: keep it, and its draining marks.
+			st.applied[k] = a
+			continue
+		}
 		a := &appliedVS{vs: vs, rss: make(map[rsKey]*appliedRS, len(rss))}
 		for _, rs := range rss {
 			ra, _ := netip.AddrFromSlice(rs.Address)
@@ -228,7 +247,7 @@ func (p *Proxier) readKernel() error {
 			a.rss[k] = &appliedRS{weight: rs.Weight,
 				terminating: draining && p.gtm.InTerminationList(GetUniqueRSName(vs, rs))}
 		}
-		st.applied[keyOf(vs)] = a
+		st.applied[k] = a
 	}
 
 	var b utilipset.Batch
@@ -463,7 +482,7 @@ func (p *Proxier) renderNodePort(r *portRender, info *servicePortInfo, nodeIPs [
 func (p *Proxier) syncVirtualServers(t *touched, removals bool) []error {
 	st := p.st
 	var errs []error
-	for _, k := range sortedKeys(t.vss, vsKey.compare) {
+	for k := range t.vsKeys(st) {
 		d := st.wanted(k)
 		a := st.applied[k]
 		if removals {
@@ -512,8 +531,11 @@ func (p *Proxier) syncVirtualServers(t *touched, removals bool) []error {
 func (p *Proxier) syncRealServers(a *appliedVS, d *desiredVS) []error {
 	var errs []error
 	for _, k := range d.rss {
-		rs := k.realServer(1)
 		cur := a.rss[k]
+		if cur != nil && !cur.terminating && cur.weight == 1 {
+			continue
+		}
+		rs := k.realServer(1)
 		if cur != nil {
 			var unique string
 			if cur.terminating || cur.weight != 1 {
@@ -579,7 +601,7 @@ func (p *Proxier) syncRealServers(a *appliedVS, d *desiredVS) []error {
 func (p *Proxier) bindAddresses(t *touched) []error {
 	st := p.st
 	var errs []error
-	for _, a := range sets.List(t.binds) {
+	for a := range t.bindKeys(st.bindRefs) {
 		if st.bindRefs[a] == 0 || st.bound.Has(a) {
 			continue
 		}
@@ -596,7 +618,7 @@ func (p *Proxier) bindAddresses(t *touched) []error {
 func (p *Proxier) unbindAddresses(t *touched) []error {
 	st := p.st
 	var errs []error
-	for _, a := range sets.List(t.binds) {
+	for a := range t.unbindKeys(st.bound) {
 		if st.bindRefs[a] > 0 || !st.bound.Has(a) {
 			continue
 		}
@@ -611,12 +633,12 @@ func (p *Proxier) unbindAddresses(t *touched) []error {
 }
 
 // syncIPSets writes the touched entries' changes with one ipset restore.
-func (p *Proxier) syncIPSets(t *touched, full bool) error {
+func (p *Proxier) syncIPSets(t *touched) error {
 	st := p.st
 	var b utilipset.Batch
 	for id := range p.sets {
 		name := p.sets[id].Name
-		for _, e := range sets.List(t.entries[id]) {
+		for e := range t.delKeys(setID(id), st.setApplied[id]) {
 			if st.setRefs[id][e] == 0 && st.setApplied[id].Has(e) {
 				b.Del(name, e)
 			}
@@ -624,7 +646,7 @@ func (p *Proxier) syncIPSets(t *touched, full bool) error {
 	}
 	for id := range p.sets {
 		name := p.sets[id].Name
-		for _, e := range sets.List(t.entries[id]) {
+		for e := range t.addKeys(setID(id), st.setRefs[id]) {
 			if st.setRefs[id][e] > 0 && !st.setApplied[id].Has(e) {
 				b.Add(name, e)
 			}
