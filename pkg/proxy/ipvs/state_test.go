@@ -502,3 +502,31 @@ func TestRestartRestoresWeights(t *testing.T) {
 		t.Errorf("weights %v, want 1", got)
 	}
 }
+
+// A new node address gets node port virtual servers at the next sync,
+// without any Service change.
+func TestNodeAddressChange(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	p.OnServiceAdd(webService(f, nil))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	syncAll(t, p)
+	if err := env.netlink.SetLocalAddresses("eth0", f.node, "192.168.7.7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if got := virtualServers(t, env); !slices.Contains(got, "192.168.7.7:30080/TCP") {
+		t.Errorf("no node port on the new address: %v", got)
+	}
+	if err := env.netlink.SetLocalAddresses("eth0", "192.168.7.7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if got := virtualServers(t, env); slices.Contains(got, f.node+":30080/TCP") {
+		t.Errorf("node port left on a removed address: %v", got)
+	}
+}
