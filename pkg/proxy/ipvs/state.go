@@ -53,6 +53,9 @@ type desiredVS struct {
 type appliedVS struct {
 	vs  *utilipvs.VirtualServer
 	rss map[rsKey]*appliedRS
+	// reconciled is the wish rss last matched exactly (none draining); a
+	// sync with the same wish and this same appliedVS has nothing to do.
+	reconciled *desiredVS
 }
 
 // matches reports whether rss is exactly a's real servers, with their weights.

@@ -528,8 +528,21 @@ func (p *Proxier) syncVirtualServers(t *touched, removals bool) []error {
 // syncRealServers makes a's real servers d's: new ones are added with
 // weight 1, gone ones drained by the graceful termination manager, and a
 // draining one that is wanted again is replaced at once.
-func (p *Proxier) syncRealServers(a *appliedVS, d *desiredVS) []error {
-	var errs []error
+func (p *Proxier) syncRealServers(a *appliedVS, d *desiredVS) (errs []error) {
+	if a.reconciled == d {
+		return nil
+	}
+	a.reconciled = nil
+	defer func() {
+		if len(errs) == 0 && len(a.rss) == len(d.rss) {
+			for _, cur := range a.rss {
+				if cur.terminating {
+					return
+				}
+			}
+			a.reconciled = d
+		}
+	}()
 	for _, k := range d.rss {
 		cur := a.rss[k]
 		if cur != nil && !cur.terminating && cur.weight == 1 {
