@@ -4,8 +4,8 @@
 // iptables chains), built on the shared per-family sync shell
 // (pkg/proxy/syncshell).
 //
-// Upstream re-lists every virtual server and rewrites every ip set entry on
-// every sync. Here the backend keeps an authoritative view of what it
+// Upstream re-lists every virtual server, its real servers and every ip set
+// on every sync. Here the backend keeps an authoritative view of what it
 // programmed: a full sync lists the kernel and reconciles everything, a
 // partial sync reconciles only the virtual servers, ip set entries and
 // addresses of the service ports that changed, so a one-endpoint change costs
