@@ -530,3 +530,37 @@ func TestNodeAddressChange(t *testing.T) {
 		t.Errorf("node port left on a removed address: %v", got)
 	}
 }
+
+// Service ports nothing can be programmed for (as manifests may hold) are
+// left out with a log line; the rest, and what was programmed before, stay.
+func TestBadInput(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	p.OnServiceAdd(webService(f, nil))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	syncAll(t, p)
+	before := virtualServers(t, env)
+	for i, tweak := range []func(*v1.Service){
+		func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{svcPort("p", 70000, v1.ProtocolTCP, 0)} },
+		func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.Protocol("ICMP"), 0)} },
+		func(s *v1.Service) {
+			s.Spec.Type = v1.ServiceTypeNodePort
+			s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 99999)}
+		},
+	} {
+		p.OnServiceAdd(makeService("bad", "svc"+itoa(i), func(s *v1.Service) {
+			s.Spec.ClusterIP = f.svc(50 + i)
+			tweak(s)
+		}))
+	}
+	if err := p.SyncNow(); err != nil {
+		t.Fatalf("sync with bad service ports: %v", err)
+	}
+	// The brain drops the bad ports, and the bad node port only: svc2
+	// keeps its cluster IP.
+	want := append(slices.Clone(before), f.svc(52)+":80/TCP")
+	slices.Sort(want)
+	if got := virtualServers(t, env); !slices.Equal(got, want) {
+		t.Errorf("virtual servers %v, want %v", got, want)
+	}
+}
