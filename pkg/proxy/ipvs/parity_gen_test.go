@@ -48,6 +48,9 @@ type parityScenario struct {
 	// ipsets, one kube-ipvs0, an iptables and an ip6tables.
 	DualStack bool   `json:"dualStack,omitempty"`
 	NodeIP6   string `json:"nodeIP6,omitempty"`
+	// NodeLabels are the node's topology labels, given to OnTopologyChange
+	// before the first step.
+	NodeLabels map[string]string `json:"nodeLabels,omitempty"`
 	// Interfaces are the node's addresses in CIDR form by interface name, as
 	// netlink and net.InterfaceAddrs would report them. kube-ipvs0 starts
 	// absent.
@@ -200,6 +203,8 @@ type parityGen struct {
 	drained map[string]discovery.Endpoint
 	// shared makes services share addresses (see share).
 	shared bool
+	// hints gives some slices topology hints.
+	hints bool
 }
 
 var parityProtocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
@@ -388,6 +393,21 @@ func (g *parityGen) slice(svc *v1.Service, n int) *discovery.EndpointSlice {
 	}
 	for range r.IntN(5) {
 		s.Endpoints = append(s.Endpoints, g.endpoint())
+	}
+	if g.hints && r.IntN(2) == 0 {
+		// Topology hints on every endpoint of the slice: the zone's, and
+		// sometimes the node's; whether the proxier uses them depends on
+		// all ready endpoints of the service having them.
+		nodeHints := r.IntN(3) == 0
+		for k := range s.Endpoints {
+			e := &s.Endpoints[k]
+			zone := []string{"zone-a", "zone-b"}[r.IntN(2)]
+			e.Zone = ptr.To(zone)
+			e.Hints = &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: zone}}}
+			if nodeHints {
+				e.Hints.ForNodes = []discovery.ForNode{{Name: *e.NodeName}}
+			}
+		}
 	}
 	return s
 }
@@ -670,12 +690,15 @@ func generateParityScenarios() []*parityScenario {
 		for n, variant := range parityVariants {
 			g := &parityGen{f: f, rnd: rand.New(rand.NewPCG(uint64(1600+n), uint64(fi))),
 				svcs: map[string]*v1.Service{}, slices: map[string]*discovery.EndpointSlice{}, drained: map[string]discovery.Endpoint{},
-				shared: variant.shared}
+				shared: variant.shared, hints: n == 0}
 			sc := &parityScenario{
 				Name:     fmt.Sprintf("%s-%d-%s", map[v1.IPFamily]string{v1.IPv4Protocol: "ipv4", v1.IPv6Protocol: "ipv6"}[family], n, variant.name),
 				Family:   family,
 				NodeName: parityNodeName, NodeIP: f.nodeIP, Interfaces: f.interfaces,
 				Config: parityConfig{ClusterCIDR: f.clusterCIDR, MasqueradeBit: 14},
+			}
+			if g.hints {
+				sc.NodeLabels = map[string]string{v1.LabelTopologyZone: "zone-a"}
 			}
 			variant.mutate(&sc.Config, f)
 			sc.Steps = append(sc.Steps, g.initial(8+g.rnd.IntN(3)))

@@ -148,6 +148,9 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 	if sc.InitialState != nil {
 		parityApplyInitialState(t, env, sc.InitialState)
 	}
+	if sc.NodeLabels != nil {
+		p.OnTopologyChange(sc.NodeLabels)
+	}
 
 	svcs := map[string]*v1.Service{}
 	eps := map[string]*discovery.EndpointSlice{}
@@ -201,8 +204,8 @@ func runParityScenario(t *testing.T, sc *parityScenario, want func(step int) str
 // iptables fake per family. Slices go to the proxier of their address type,
 // everything else to both, IPv4 first, as upstream's capture does.
 func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step int) string) int {
-	if sc.InitialState != nil {
-		t.Fatal("dual-stack scenarios with an initial state are not supported")
+	if sc.InitialState != nil || sc.NodeLabels != nil {
+		t.Fatal("dual-stack scenarios with an initial state or node labels are not supported")
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	fipvs := ipvstest.NewFake()
