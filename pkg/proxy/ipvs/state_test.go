@@ -16,6 +16,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2/ktesting"
+	utilipset "k8s.io/net-utils/ipset"
 	ipsettest "k8s.io/net-utils/ipset/testing"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilipvs "k8s.io/net-utils/ipvs"
@@ -562,5 +563,43 @@ func TestBadInput(t *testing.T) {
 	slices.Sort(want)
 	if got := virtualServers(t, env); !slices.Equal(got, want) {
 		t.Errorf("virtual servers %v, want %v", got, want)
+	}
+}
+
+type failingRestorer struct {
+	*ipsettest.FakeIPSet
+	fail bool
+}
+
+func (f *failingRestorer) Restore(b *utilipset.Batch, ignoreExist bool) error {
+	if f.fail {
+		return errors.New("injected ipset restore failure")
+	}
+	return f.FakeIPSet.Restore(b, ignoreExist)
+}
+
+// A failed ipset restore fails the sync; the next (full) one converges.
+func TestIPSetRestoreFailure(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	fr := &failingRestorer{FakeIPSet: env.ipset}
+	p.restorer = fr
+	syncAll(t, p)
+	fr.fail = true
+	p.OnServiceAdd(webService(f, nil))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, local(f.pod(1))))
+	if err := p.SyncNow(); err == nil {
+		t.Fatal("sync with a failing ipset restore succeeded")
+	}
+	fr.fail = false
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, freshEnv := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	fresh.OnServiceAdd(webService(f, nil))
+	fresh.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, local(f.pod(1))))
+	syncAll(t, fresh)
+	if diff := cmp.Diff(freshEnv.dump(t), env.dump(t)); diff != "" {
+		t.Errorf("after recovering (-fresh +recovered):\n%s", diff)
 	}
 }
