@@ -268,6 +268,23 @@ func TestKernel(t *testing.T) {
 				if entries, _ := ips.ListEntries(p.sets[setNodePortLocalUDP].Name); len(entries) != 0 {
 					t.Errorf("stale entries in %s: %v", p.sets[setNodePortLocalUDP].Name, entries)
 				}
+
+				// Cleanup removes the rules before the sets they reference
+				// (the kernel refuses to destroy a set in use).
+				_, ctx := ktesting.NewTestContext(t)
+				if failed := cleanupLeftovers(ctx, env.ipvs, map[v1.IPFamily]utiliptables.Interface{f.family: real}, ips, env.netlink, nil); failed {
+					t.Error("cleanup reported an error")
+				}
+				var save bytes.Buffer
+				for _, table := range []utiliptables.Table{utiliptables.TableNAT, utiliptables.TableFilter} {
+					_ = real.SaveInto(table, &save)
+				}
+				if bytes.Contains(save.Bytes(), []byte("KUBE-")) {
+					t.Errorf("rules left after cleanup:\n%s", save.String())
+				}
+				if names, err := ips.ListSets(); err != nil || len(names) != 0 {
+					t.Errorf("sets left after cleanup: %v (%v)", names, err)
+				}
 			})
 		}
 	}
