@@ -1,0 +1,19 @@
+// Package client reads a node's state from a LocalNode gRPC server (see
+// k8s.io/kube-proxy/pkg/proxy/localnode/server) and hands it on, in one of two ways:
+//
+//   - Source is a source.Source built from the server's global view: the cluster's
+//     Services and EndpointSlices and this Node. proxyrun runs any backend on it
+//     unchanged, in another process than the API watcher.
+//   - RunBackend hands the server's node-local States (the brain already ran there)
+//     straight to a backend.FullState, one complete State per family and batch.
+//
+// Both reconnect on their own, resuming from the last revision applied when the same
+// server instance is still there and taking a full state otherwise, and neither hands on
+// anything before a complete state was received: after a (re)connect the staged state is
+// applied only once the server's synced event arrives. Anything the client cannot
+// decode ends the stream; the next connection asks for a full state.
+//
+// Allowed imports: the library (localnode, localnode/api/v1, backend, source), the
+// standard library, k8s.io/{api,apimachinery,klog} and google.golang.org/{grpc,protobuf}.
+// No backend.
+package client

@@ -1,0 +1,19 @@
+// Package server serves a node's state over gRPC (the LocalNode service of
+// k8s.io/kube-proxy/pkg/proxy/localnode/api/v1): it runs any source through the brain,
+// exactly as proxyrun does for an in-process backend, and streams the node-local
+// services of each family, and the global view (the cluster's Services and
+// EndpointSlices before node-local filtering, and this Node) to every watcher.
+//
+// The state is a set of keyed objects, each stamped with the revision that last changed
+// it; deletions leave a tombstone. A watcher is only a revision: whenever the state moves
+// on, it is sent every object changed since its revision, read from the shared store at
+// that moment. So a slow watcher is sent the latest value of each key (coalesced), and
+// what it costs the server while it does not read is the one batch it is being sent,
+// never a queue. A watcher that reconnects to the same instance with a revision the
+// store still covers gets only the changes since; one whose revision predates
+// compacted tombstones, or comes from another instance, gets the full state again.
+//
+// Allowed imports: the library (localnode, localnode/api/v1, backend, source,
+// proxyrun), the standard library, k8s.io/{api,apimachinery,klog} and
+// google.golang.org/{grpc,protobuf}. No backend.
+package server
