@@ -680,6 +680,44 @@ func (g *parityGen) restartState(sc *parityScenario) {
 	st.IPSets = []parityInitialSet{{Name: prefix + "CLUSTER-IP", Type: "hash:ip,port", Family: family,
 		Entries: []string{f.clusterIP(900) + ",tcp:80", first.Services[0].Spec.ClusterIP + ",tcp:1"}}}
 	sc.InitialState = st
+
+	// A service whose external IP and port are those of the excluded
+	// virtual server: the proxier takes it over, and since it is excluded
+	// from cleanup it stays when the service goes (see restartFinish).
+	excl := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "excluded"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: f.clusterIP(950), ClusterIPs: []string{f.clusterIP(950)},
+			ExternalIPs: []string{f.excludedIP},
+			Ports:       []v1.ServicePort{{Name: "https", Protocol: v1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(8443)}}},
+	}
+	at := discovery.AddressTypeIPv4
+	if f.family == v1.IPv6Protocol {
+		at = discovery.AddressTypeIPv6
+	}
+	exclSlice := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "excluded-0", Labels: map[string]string{discovery.LabelServiceName: "excluded"}},
+		AddressType: at,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To("https"), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To[int32](8443)}},
+		Endpoints: []discovery.Endpoint{
+			{Addresses: []string{f.podIP(6100)}, NodeName: ptr.To("node2")},
+			{Addresses: []string{f.podIP(6101)}, NodeName: ptr.To(parityNodeName)},
+		},
+	}
+	sc.Steps[0].Services = append(sc.Steps[0].Services, excl)
+	sc.Steps[0].Slices = append(sc.Steps[0].Slices, exclSlice)
+	g.svcs[parityServiceKey(excl)] = excl
+	g.slices[paritySliceKey(exclSlice)] = exclSlice
+}
+
+// restartFinish deletes restartState's excluded service in the last step.
+func (g *parityGen) restartFinish(sc *parityScenario) {
+	last := &sc.Steps[len(sc.Steps)-1]
+	last.Services = slices.DeleteFunc(last.Services, func(s *v1.Service) bool { return s.Name == "excluded" })
+	last.Slices = slices.DeleteFunc(last.Slices, func(s *discovery.EndpointSlice) bool { return s.Name == "excluded-0" })
+	last.DeleteServices = append(last.DeleteServices, "ns/excluded")
+	last.DeleteSlices = append(last.DeleteSlices, "ns/excluded-0")
+	delete(g.svcs, "ns/excluded")
+	delete(g.slices, "ns/excluded-0")
 }
 
 // generateParityScenarios returns the scenarios, the same on every call.
@@ -707,6 +745,9 @@ func generateParityScenarios() []*parityScenario {
 			}
 			for c := range variant.changes {
 				sc.Steps = append(sc.Steps, g.change(3+g.rnd.IntN(4), c%2 == 0))
+			}
+			if variant.name == "restart" {
+				g.restartFinish(sc)
 			}
 			if variant.changes > 2 {
 				for k := range len(sc.Steps) - 1 {
