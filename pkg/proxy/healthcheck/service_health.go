@@ -36,6 +36,26 @@ type proxyHealthChecker interface {
 	Health() ProxyHealth
 }
 
+// alwaysHealthy stands in for a missing proxy health server: embedders and
+// tests build proxiers without one, and a probe must then report the
+// Service's endpoints rather than crash the handler on a nil receiver.
+type alwaysHealthy struct{}
+
+func (alwaysHealthy) Health() ProxyHealth { return ProxyHealth{Healthy: true} }
+
+// orAlwaysHealthy returns hc, or alwaysHealthy when hc is nil, including a
+// nil *ProxyHealthServer inside the interface (what a caller passing its
+// optional healthz server straight through hands in).
+func orAlwaysHealthy(hc proxyHealthChecker) proxyHealthChecker {
+	if hc == nil {
+		return alwaysHealthy{}
+	}
+	if hs, ok := hc.(*ProxyHealthServer); ok && hs == nil {
+		return alwaysHealthy{}
+	}
+	return hc
+}
+
 // NewServiceHealthServer returns a ServiceHealthServer for one IP family.
 // It listens on the node's addresses within nodePortAddresses (or on the
 // family's wildcard address when they match everything). recorder may be nil.
@@ -73,7 +93,7 @@ func newServiceHealthServer(nodeName string, recorder events.EventRecorder, l li
 		recorder:      recorder,
 		listener:      l,
 		httpServers:   f,
-		healthzServer: healthzServer,
+		healthzServer: orAlwaysHealthy(healthzServer),
 		nodeIPs:       ips,
 		network:       network,
 		services:      map[types.NamespacedName]*hcInstance{},

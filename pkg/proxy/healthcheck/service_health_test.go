@@ -388,6 +388,34 @@ func TestServiceHandler(t *testing.T) {
 	}
 }
 
+// A proxier built without a proxy health server (allowed by every
+// constructor) passes a nil *ProxyHealthServer; a probe must still answer
+// from the endpoint count instead of panicking.
+func TestServiceHandlerWithoutProxyHealthServer(t *testing.T) {
+	svc := nsn("default", "web")
+	for name, hc := range map[string]proxyHealthChecker{
+		"nil interface":          nil,
+		"nil *ProxyHealthServer": (*ProxyHealthServer)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := &fakeSockets{}
+			hcs := newServiceHealthServer("node-a", nil, fs, fs, hostNetwork(), proxyutil.NewNodePortAddresses(v1.IPv4Protocol, nil),
+				hc, v1.IPv4Protocol).(*serviceHealthServer)
+			t.Cleanup(func() { _ = hcs.SyncServices(nil) })
+			_ = hcs.SyncServices(map[types.NamespacedName]uint16{svc: 30000})
+			_ = hcs.SyncEndpoints(map[types.NamespacedName]int{svc: 2})
+			rec := httptest.NewRecorder()
+			hcHandler{nsn: svc, server: hcs}.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			if rec.Code != http.StatusOK {
+				t.Errorf("code %d, want %d", rec.Code, http.StatusOK)
+			}
+			if want := upstreamBody(svc.Namespace, svc.Name, 2, true); rec.Body.String() != want {
+				t.Errorf("body\n got %q\nwant %q", rec.Body.String(), want)
+			}
+		})
+	}
+}
+
 func TestSyncEndpointsResetsMissing(t *testing.T) {
 	fs := &fakeSockets{}
 	hcs := newServiceHealthServer("n", nil, fs, fs, hostNetwork(), proxyutil.NewNodePortAddresses(v1.IPv4Protocol, nil),
