@@ -72,6 +72,8 @@ type syncer struct {
 	saveBuf  bytes.Buffer
 	natSaved bool
 	data     []byte // restore input, reused between syncs
+	// chunks splits large nat restores on iptables-nft (chunks.go).
+	chunks chunking
 }
 
 var errSyncFailed = errors.New("iptables sync failed")
@@ -163,7 +165,7 @@ const emptyRestore = "*nat\nCOMMIT\n"
 // stale chain) makes no call, as in nftables mode, so an explicit SyncNow
 // right after the informers' own sync costs nothing.
 func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Chain) (bool, error) {
-	s.data = t.restoreInput(s.data[:0], filter, natTop, stale)
+	s.data = s.chunks.restoreInput(s.data[:0], t, filter, natTop, stale, s.chunks.limit(s.ipt))
 	if string(s.data) == emptyRestore {
 		s.logger.V(4).Info("Nothing to restore")
 		return false, nil
