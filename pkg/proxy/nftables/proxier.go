@@ -295,12 +295,18 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 		if !full && !u.Changed(name.NamespacedName) {
 			continue
 		}
-		tp := u.Policy(name)
-		if tp == nil {
-			continue
+		var m *serviceModel
+		var ss *syncedService
+		if tp := u.Policy(name); tp != nil {
+			m, ss = p.model(ctx, name, svc, tp)
 		}
-		m, ss := p.model(ctx, name, svc, tp)
 		if m == nil {
+			// A port the node-local model leaves out must not keep the
+			// rules an earlier sync gave it.
+			if old := p.synced[name]; old != nil {
+				in.removed = append(in.removed, old.owner)
+				delete(p.synced, name)
+			}
 			continue
 		}
 		p.synced[name] = ss
