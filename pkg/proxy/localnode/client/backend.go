@@ -97,10 +97,10 @@ func RunBackend(ctx context.Context, opts Options, b backend.FullState, retry ti
 	}
 	families := opts.Families
 	if len(families) == 0 {
-		families = []localnode.Family{localnode.IPv4, localnode.IPv6}
+		families = []localnode.Family{localnode.IPv4}
 	}
 	req := &localnodev1.WatchRequest{NodeLocal: true}
-	for _, f := range opts.Families {
+	for _, f := range families {
 		req.Families = append(req.Families, localnodev1.FamilyFromLocal(f))
 	}
 	logger := klog.FromContext(ctx)

@@ -27,7 +27,8 @@ type Options struct {
 	Address string
 	// TLS, when set, secures a TCP connection; without it TCP is plain (loopback only).
 	TLS *tls.Config
-	// Families are the node-local families wanted (RunBackend); all when empty.
+	// Families are the node-local families RunBackend hands on; IPv4 only when empty, as
+	// in proxyrun.
 	Families []localnode.Family
 	// MinBackoff and MaxBackoff bound the wait between reconnects (100ms and 5s when 0).
 	MinBackoff, MaxBackoff time.Duration
