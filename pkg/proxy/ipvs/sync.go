@@ -256,11 +256,12 @@ func (p *Proxier) readKernel() error {
 		return fmt.Errorf("listing ip sets: %w", err)
 	}
 	have := sets.New(existing...)
+	prev := st.setApplied
 	for id, set := range p.sets {
 		if !have.Has(set.Name) {
 			b.Create(&set.IPSet)
 		}
-		st.setApplied[id] = sets.New[string]()
+		st.setApplied[id] = nil
 	}
 	if err := p.applyBatch(&b); err != nil {
 		return fmt.Errorf("creating ip sets: %w", err)
@@ -273,7 +274,17 @@ func (p *Proxier) readKernel() error {
 		if err != nil {
 			return fmt.Errorf("listing entries of ip set %s: %w", set.Name, err)
 		}
-		st.setApplied[id].Insert(entries...)
+		if old := prev[id]; old != nil && old.Len() == len(entries) && old.HasAll(entries...) {
+			// As last written: keep the set rather than build it again.
+			st.setApplied[id] = old
+			continue
+		}
+		st.setApplied[id] = sets.New(entries...)
+	}
+	for id := range st.setApplied {
+		if st.setApplied[id] == nil {
+			st.setApplied[id] = sets.New[string]()
+		}
 	}
 
 	bound, err := p.netlink.GetLocalAddresses(defaultDummyDevice)
