@@ -40,6 +40,8 @@ type result struct {
 	Endpoints  int       `json:"endpoints"`
 	FullSyncMs float64   `json:"fullSyncMs"`
 	ChangeMs   []float64 `json:"changeMs"`
+	AddMs      []float64 `json:"addMs"`  // a Service added
+	NoopMs     []float64 `json:"noopMs"` // a sync with nothing changed
 	Rules      int       `json:"rules"`
 	Elements   int       `json:"elements"` // nftables set/map elements; 0 for iptables
 	PeakRSSKiB int64     `json:"peakRSSKiB"`
@@ -164,14 +166,14 @@ func median(xs []float64) float64 {
 
 func printTable(f *os.File, rs []result) {
 	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\trules\tset/map elements\tpeak RSS MiB\t")
+	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\tadd-service ms\tno-op ms\trules\tset/map elements\tpeak RSS MiB\t")
 	for _, r := range rs {
 		if r.TimedOut > 0 {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t> %v\t-\t-\t-\t-\t\n", r.Mode, r.Services, r.Services*r.Endpoints, r.TimedOut)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t> %v\t-\t-\t-\t-\t-\t-\t\n", r.Mode, r.Services, r.Services*r.Endpoints, r.TimedOut)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%d\t%d\t%.1f\t\n",
-			r.Mode, r.Services, r.Services*r.Endpoints, r.FullSyncMs, median(r.ChangeMs), r.Rules, r.Elements,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t\n",
+			r.Mode, r.Services, r.Services*r.Endpoints, r.FullSyncMs, median(r.ChangeMs), median(r.AddMs), median(r.NoopMs), r.Rules, r.Elements,
 			float64(r.PeakRSSKiB)/1024)
 	}
 	_ = tw.Flush()

@@ -134,6 +134,30 @@ func worker(spec string) error {
 		}
 		r.ChangeMs = append(r.ChangeMs, ms)
 	}
+	// Adding a Service: its chains or elements and its dispatch entry.
+	for c := range changes {
+		time.Sleep(1500 * time.Millisecond)
+		i := services + c
+		partial := watch(metrics.SyncPartialProxyRulesLatency)
+		p.OnServiceAdd(makeService(i))
+		p.OnEndpointSliceAdd(makeSlice(i, eps, 0))
+		ms, err := partial.wait(time.Minute)
+		if err != nil {
+			return fmt.Errorf("add-service sync %d: %w", c+1, err)
+		}
+		r.AddMs = append(r.AddMs, ms)
+	}
+	// A sync with nothing changed, as the periodic resync timer causes.
+	for c := range changes {
+		time.Sleep(1500 * time.Millisecond)
+		partial := watch(metrics.SyncPartialProxyRulesLatency)
+		p.Sync()
+		ms, err := partial.wait(10 * time.Second)
+		if err != nil {
+			return fmt.Errorf("no-op sync %d: %w", c+1, err)
+		}
+		r.NoopMs = append(r.NoopMs, ms)
+	}
 	// The proxier's own peak, read before countRules: the `nft -j list` it runs can
 	// use several times the proxier's memory, and a child's usage reported to its
 	// parent (Maxrss of RUSAGE_CHILDREN) includes the largest child it waited for.
