@@ -35,7 +35,10 @@ import (
 // ensured in a first block of its own, and the top-level chains (the
 // dispatch into the ports) are written last with the filter table and the
 // stale chains' deletion, as in an unsplit restore. Between blocks a packet
-// meets, per port, either the old or the new rules of that port.
+// meets, per port, either the old or the new rules of that port. If a block
+// fails, iptables-restore stops there: the blocks before it stay applied
+// (whole ports, not yet dispatched to if new), the sync fails as any failed
+// restore does, and the full sync that follows rewrites everything.
 
 // nftChunkChains is the most service chains one nat block declares when a
 // restore is split (the last block can hold fewer). Measured on iptables

@@ -371,3 +371,25 @@ func TestChunkedInputFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkChunkedRestoreInput measures what splitting adds to a full
+// sync's generation: indexing the ports' lines and planning the blocks.
+func BenchmarkChunkedRestoreInput(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(size.name, func(b *testing.B) {
+			p, _ := benchProxierShape(b, &discardIPTables{}, size.n, 10)
+			t := &p.tables
+			var c chunking
+			var dst []byte
+			for _, max := range []int{0, nftChunkChains} {
+				b.Run(fmt.Sprintf("max=%d", max), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						dst = c.restoreInput(dst[:0], t, true, true, nil, max)
+					}
+					b.ReportMetric(float64(len(natBlocks(b, string(dst)))), "nat-blocks")
+				})
+			}
+		})
+	}
+}
