@@ -3,6 +3,7 @@
 package iptables
 
 import (
+	"errors"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -71,6 +72,17 @@ func TestKernelChunkedRestore(t *testing.T) {
 					if maxChains > 0 {
 						checkChunked(t, string(ipt.last), maxChains)
 					}
+
+					// A last block the kernel rejects (after the port blocks
+					// were applied) fails the sync; the next one repairs.
+					ipt.bad = true
+					updateSlice(env.p, slcs, 7, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:1] })
+					env.p.RequestFullSync()
+					if err := env.p.SyncNow(); !errors.Is(err, errSyncFailed) {
+						t.Fatalf("sync with a bad rule: got %v, want failure", err)
+					}
+					ipt.bad = false
+					syncOK("repair after a failed restore")
 				})
 			}
 			one, split := saves[0], saves[7]
