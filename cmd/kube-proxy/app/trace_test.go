@@ -143,7 +143,7 @@ func newTraceNetns(t *testing.T, tools ...string) string {
 	return name
 }
 
-func nsRun(t *testing.T, ns, name string, args ...string) string {
+func nsRun(t testing.TB, ns, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
 	out, err := cmd.CombinedOutput()
@@ -153,7 +153,7 @@ func nsRun(t *testing.T, ns, name string, args ...string) string {
 	return string(out)
 }
 
-func nsRunInput(t *testing.T, ns, input, name string, args ...string) {
+func nsRunInput(t testing.TB, ns, input, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
 	cmd.Stdin = strings.NewReader(input)
@@ -190,7 +190,7 @@ func dryRunSection(t *testing.T, mode string) string {
 
 // loadIPTablesDryRun programs an iptables dry run into ns: the restore
 // input, then the jumps from the builtin chains.
-func loadIPTablesDryRun(t *testing.T, ns, text string) {
+func loadIPTablesDryRun(t testing.TB, ns, text string) {
 	t.Helper()
 	nsRunInput(t, ns, text, "iptables-restore", "--noflush")
 	for _, line := range strings.Split(text, "\n") {

@@ -15,8 +15,11 @@ import (
 // JSON is an error; an expression it cannot model is kept and reported when
 // a packet reaches it.
 func ParseNFTJSON(data []byte, owner string) (*NFTables, error) {
+	// One pass: objects decode straight into their types, expressions and
+	// elements into generic values the compiler walks (a 10k-Service
+	// ruleset is several MB; scanning it once matters).
 	var doc struct {
-		Nftables []map[string]json.RawMessage `json:"nftables"`
+		Nftables []jsonItem `json:"nftables"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -28,11 +31,9 @@ func ParseNFTJSON(data []byte, owner string) (*NFTables, error) {
 	}
 	nft := &NFTables{Owner: owner}
 	tables := map[string]*NFTTable{}
-	for i, item := range doc.Nftables {
-		for kind, raw := range item {
-			if err := nft.jsonObject(tables, kind, raw); err != nil {
-				return nil, fmt.Errorf("nft JSON item %d (%s): %w", i, kind, err)
-			}
+	for i := range doc.Nftables {
+		if err := nft.jsonObject(tables, &doc.Nftables[i]); err != nil {
+			return nil, fmt.Errorf("nft JSON item %d: %w", i, err)
 		}
 	}
 	return nft, nil
@@ -44,72 +45,80 @@ type jsonTableRef struct {
 	Name   string `json:"name"`
 }
 
-func (nft *NFTables) jsonObject(tables map[string]*NFTTable, kind string, raw json.RawMessage) error {
-	switch kind {
-	case "metainfo":
-		return nil
-	case "table":
-		var t jsonTableRef
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return err
-		}
+type jsonChain struct {
+	jsonTableRef
+	Type   string `json:"type"`
+	Hook   string `json:"hook"`
+	Prio   any    `json:"prio"`
+	Policy string `json:"policy"`
+}
+
+type jsonRule struct {
+	Family  string `json:"family"`
+	Table   string `json:"table"`
+	Chain   string `json:"chain"`
+	Comment string `json:"comment"`
+	Expr    []any  `json:"expr"`
+}
+
+type jsonSet struct {
+	jsonTableRef
+	Type any   `json:"type"`
+	Elem []any `json:"elem"`
+}
+
+// jsonItem is one element of the "nftables" array; one field is set.
+type jsonItem struct {
+	Table *jsonTableRef `json:"table"`
+	Chain *jsonChain    `json:"chain"`
+	Rule  *jsonRule     `json:"rule"`
+	Set   *jsonSet      `json:"set"`
+	Map   *jsonSet      `json:"map"`
+}
+
+func (nft *NFTables) jsonObject(tables map[string]*NFTTable, it *jsonItem) error {
+	switch {
+	case it.Table != nil:
+		t := it.Table
 		if t.Family == "" || t.Name == "" {
 			return fmt.Errorf("table without family or name")
 		}
 		nft.table(tables, t.Family, t.Name, true)
-	case "chain":
-		var c struct {
-			jsonTableRef
-			Type   string          `json:"type"`
-			Hook   string          `json:"hook"`
-			Prio   json.RawMessage `json:"prio"`
-			Policy string          `json:"policy"`
-		}
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return err
+	case it.Chain != nil:
+		c := it.Chain
+		if c.Name == "" || c.Family == "" || c.Table == "" {
+			return fmt.Errorf("chain without a name, family or table")
 		}
 		t := nft.table(tables, c.Family, c.Table, true)
-		if c.Name == "" {
-			return fmt.Errorf("chain without a name")
-		}
 		ch := &NFTChain{Name: c.Name, Type: c.Type, Hook: c.Hook, Policy: c.Policy}
 		if ch.Policy == "" {
 			ch.Policy = "accept"
 		}
-		if len(c.Prio) > 0 {
-			var n json.Number
-			if err := json.Unmarshal(c.Prio, &n); err == nil {
-				p, err := strconv.Atoi(n.String())
-				if err != nil {
-					return fmt.Errorf("chain %s priority %s: %w", c.Name, n, err)
-				}
-				ch.Priority = p
-			} else {
-				var s string
-				if err := json.Unmarshal(c.Prio, &s); err != nil {
-					return fmt.Errorf("chain %s priority %s", c.Name, c.Prio)
-				}
-				p, err := parsePriority(s)
-				if err != nil {
-					return fmt.Errorf("chain %s: %w", c.Name, err)
-				}
-				ch.Priority = p
+		switch p := c.Prio.(type) {
+		case nil:
+		case json.Number:
+			n, err := strconv.Atoi(p.String())
+			if err != nil {
+				return fmt.Errorf("chain %s priority %s: %w", c.Name, p, err)
 			}
+			ch.Priority = n
+		case string:
+			n, err := parsePriority(p)
+			if err != nil {
+				return fmt.Errorf("chain %s: %w", c.Name, err)
+			}
+			ch.Priority = n
+		default:
+			return fmt.Errorf("chain %s priority %v", c.Name, p)
 		}
 		if old := t.Chains[c.Name]; old != nil {
 			ch.Rules = old.Rules
 		}
 		t.Chains[c.Name] = ch
-	case "rule":
-		var r struct {
-			Family  string            `json:"family"`
-			Table   string            `json:"table"`
-			Chain   string            `json:"chain"`
-			Comment string            `json:"comment"`
-			Expr    []json.RawMessage `json:"expr"`
-		}
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return err
+	case it.Rule != nil:
+		r := it.Rule
+		if r.Family == "" || r.Table == "" || r.Chain == "" {
+			return fmt.Errorf("rule without a family, table or chain")
 		}
 		t := nft.table(tables, r.Family, r.Table, true)
 		ch := t.Chains[r.Chain]
@@ -118,52 +127,40 @@ func (nft *NFTables) jsonObject(tables map[string]*NFTTable, kind string, raw js
 			t.Chains[r.Chain] = ch
 		}
 		ch.Rules = append(ch.Rules, compileNFTJSON(r.Expr, r.Comment))
-	case "set", "map":
-		var s struct {
-			jsonTableRef
-			Type json.RawMessage   `json:"type"`
-			Map  json.RawMessage   `json:"map"`
-			Elem []json.RawMessage `json:"elem"`
+	case it.Set != nil || it.Map != nil:
+		s, isMap := it.Set, false
+		if s == nil {
+			s, isMap = it.Map, true
 		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return err
+		if s.Family == "" || s.Table == "" || s.Name == "" {
+			return fmt.Errorf("set without a family, table or name")
 		}
 		t := nft.table(tables, s.Family, s.Table, true)
-		set := &NFTSet{Name: s.Name, IsMap: kind == "map", Types: string(s.Type)}
+		set := &NFTSet{Name: s.Name, IsMap: isMap, Types: fmt.Sprint(s.Type)}
 		for _, e := range s.Elem {
-			el, err := jsonElem(e, kind == "map")
+			el, err := jsonElem(e, isMap)
 			if err != nil {
-				return fmt.Errorf("%s %s: %w", kind, s.Name, err)
+				return fmt.Errorf("set %s: %w", s.Name, err)
 			}
 			set.add(el)
 		}
 		t.Sets[s.Name] = set
 	default:
-		// counters, quotas, flowtables, ct helpers... do not route packets.
+		// counters, quotas, flowtables, ct helpers, metainfo... do not
+		// route packets.
 	}
 	return nil
 }
 
-func decodeAny(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	err := dec.Decode(&v)
-	return v, err
-}
-
 // jsonElem reads a set element ("10.0.0.1", {"concat": [...]}, {"prefix":
 // ...}, {"elem": {"val": ...}}) or a map element ([key, value]).
-func jsonElem(raw json.RawMessage, isMap bool) (*nElem, error) {
-	v, err := decodeAny(raw)
-	if err != nil {
-		return nil, err
-	}
+func jsonElem(v any, isMap bool) (*nElem, error) {
+	var err error
 	e := &nElem{}
 	if isMap {
 		pair, ok := v.([]any)
 		if !ok || len(pair) != 2 {
-			return nil, fmt.Errorf("map element %s is not [key, value]", raw)
+			return nil, fmt.Errorf("map element %v is not [key, value]", v)
 		}
 		if e.key, err = jsonKey(pair[0]); err != nil {
 			return nil, err
@@ -282,37 +279,29 @@ func jsonData(v any) (string, error) {
 }
 
 // compileNFTJSON compiles one rule's JSON statements.
-func compileNFTJSON(exprs []json.RawMessage, comment string) *NFTRule {
+func compileNFTJSON(exprs []any, comment string) *NFTRule {
 	r := &NFTRule{Comment: comment}
-	var text []string
-	for _, raw := range exprs {
-		v, err := decodeAny(raw)
-		if err != nil {
-			r.stmts = append(r.stmts, nStmt{kind: sUnknown, reason: fmt.Sprintf("statement %s: %v", raw, err)})
-			text = append(text, string(raw))
-			continue
-		}
+	text := make([]string, 0, len(exprs))
+	for _, v := range exprs {
 		sts, txt, err := jsonStmt(v)
 		if err != nil {
-			txt = compactJSON(raw)
+			txt = compactJSON(v)
+			r.stmts = append(r.stmts, nStmt{kind: sUnknown, reason: fmt.Sprintf("%v (in %s)", err, txt)})
+		} else {
+			r.stmts = append(r.stmts, sts...)
 		}
 		text = append(text, txt)
-		if err != nil {
-			r.stmts = append(r.stmts, nStmt{kind: sUnknown, reason: fmt.Sprintf("%v (in %s)", err, compactJSON(raw))})
-			continue
-		}
-		r.stmts = append(r.stmts, sts...)
 	}
 	r.Text = strings.Join(text, " ")
 	return r
 }
 
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
 	}
-	return b.String()
+	return string(b)
 }
 
 func jsonStmt(v any) ([]nStmt, string, error) {
