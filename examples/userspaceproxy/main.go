@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
+	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	manifestsource "k8s.io/kube-proxy/pkg/proxy/source/manifests"
@@ -29,11 +30,18 @@ func main() {
 	iface := flag.String("interface", DefaultInterface, "dummy interface to hold service addresses (created if missing)")
 	ipv6 := flag.Bool("ipv6", false, "proxy IPv6 services as well")
 	minSync := flag.Duration("min-sync-period", time.Second, "shortest time between syncs")
+	socket := flag.String("socket", "", "read the node-local state from a kube-proxy serving it (--localnode-serve), e.g. "+client.DefaultAddress+", instead of watching a cluster or manifests: the proxy then runs out of process")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *kubeconfig, *manifests, *node, *iface, *ipv6, *minSync); err != nil {
+	var err error
+	if *socket != "" {
+		err = runFromSocket(ctx, *socket, *iface, *ipv6)
+	} else {
+		err = run(ctx, *kubeconfig, *manifests, *node, *iface, *ipv6, *minSync)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "userspaceproxy:", err)
 		os.Exit(1)
 	}
@@ -68,4 +76,17 @@ func run(ctx context.Context, kubeconfig, manifests, node, iface string, ipv6 bo
 		families = append(families, localnode.IPv6)
 	}
 	return proxyrun.Run(ctx, src, p, proxyrun.Options{NodeName: node, Families: families, MinSyncInterval: minSync})
+}
+
+// runFromSocket is the out-of-process route: the brain runs in the kube-proxy serving the
+// socket, and this process only programs the States it is sent. The backend is the same
+// one run() hands to proxyrun.
+func runFromSocket(ctx context.Context, socket, iface string, ipv6 bool) error {
+	p := New(Options{Interface: iface})
+	defer p.Close()
+	families := []localnode.Family{localnode.IPv4}
+	if ipv6 {
+		families = append(families, localnode.IPv6)
+	}
+	return client.RunBackend(ctx, client.Options{Address: socket, Families: families}, p, time.Second)
 }

@@ -36,10 +36,19 @@ import (
 const (
 	childEnv   = "USERSPACEPROXY_NETNS_CHILD"
 	backendEnv = "USERSPACEPROXY_BACKEND_NS"
-	thisNode   = "node-a"
+	// modeEnv set to "out-of-process" makes the child run the proxy as a separate
+	// process (this binary's main) fed over a node-local state socket.
+	modeEnv  = "USERSPACEPROXY_MODE"
+	thisNode = "node-a"
 )
 
 func TestRealTrafficInNetns(t *testing.T) {
+	for _, mode := range []string{"in-process", "out-of-process"} {
+		t.Run(mode, func(t *testing.T) { realTrafficInNetns(t, mode) })
+	}
+}
+
+func realTrafficInNetns(t *testing.T, mode string) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("running as the child")
 	}
@@ -76,7 +85,7 @@ func TestRealTrafficInNetns(t *testing.T) {
 
 	args := []string{"netns", "exec", proxyNS, os.Args[0], "-test.run=^TestInProxyNamespace$", "-test.v", "-test.timeout=120s"}
 	cmd := exec.Command("ip", args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1", backendEnv+"="+backendNS)
+	cmd.Env = append(os.Environ(), childEnv+"=1", backendEnv+"="+backendNS, modeEnv+"="+mode)
 	out, err := cmd.CombinedOutput()
 	t.Logf("child output:\n%s", out)
 	if err != nil {
@@ -152,25 +161,29 @@ func TestInProxyNamespace(t *testing.T) {
 		t.Logf("no dummy interface (%v): service addresses go on lo", err)
 		iface = "lo"
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := New(Options{Interface: iface, DialTimeout: time.Second})
-	done := make(chan error, 1)
-	go func() {
-		done <- proxyrun.Run(ctx, src, p, proxyrun.Options{NodeName: thisNode,
-			Families: []localnode.Family{localnode.IPv4, localnode.IPv6}, MinSyncInterval: 10 * time.Millisecond})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("proxyrun.Run: %v", err)
-		}
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if got := dummyAddrs(t); len(got) != 0 {
-			t.Errorf("service addresses left on %s after Close: %v", iface, got)
-		}
-	})
+	if os.Getenv(modeEnv) == "out-of-process" {
+		startOutOfProcess(t, src)
+	} else {
+		ctx, cancel := context.WithCancel(context.Background())
+		p := New(Options{Interface: iface, DialTimeout: time.Second})
+		done := make(chan error, 1)
+		go func() {
+			done <- proxyrun.Run(ctx, src, p, proxyrun.Options{NodeName: thisNode,
+				Families: []localnode.Family{localnode.IPv4, localnode.IPv6}, MinSyncInterval: 10 * time.Millisecond})
+		}()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("proxyrun.Run: %v", err)
+			}
+			if err := p.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if got := dummyAddrs(t); len(got) != 0 {
+				t.Errorf("service addresses left on %s after Close: %v", iface, got)
+			}
+		})
+	}
 
 	expect := func(what string, n int, get func() (string, error), want map[string]int) {
 		t.Helper()

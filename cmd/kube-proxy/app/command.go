@@ -85,5 +85,6 @@ and Nodes from YAML/JSON files, and --dry-run prints the rules instead of progra
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml", "json")
 	_ = cmd.MarkFlagFilename("manifests", "yaml", "yml", "json")
 	cmd.AddCommand(newTraceCommand())
+	cmd.AddCommand(newStateCommand())
 	return cmd
 }

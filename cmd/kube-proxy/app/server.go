@@ -39,6 +39,7 @@ type serverOptions struct {
 	dryRun          bool
 	dryRunFollow    bool
 	flags           *pflag.FlagSet
+	localNodeServe  string
 }
 
 // ProxyServer holds everything a running kube-proxy needs.
@@ -69,6 +70,8 @@ type ProxyServer struct {
 	apiHealth    *apiHealth
 	// metricsErrCh reports a metrics-server bind failure with bindAddressHardFail.
 	metricsErrCh chan error
+	// localNodeServe is --localnode-serve (localnode_serve.go).
+	localNodeServe string
 }
 
 // newProxyServer builds a ProxyServer for config; with initOnly it only performs the
@@ -80,6 +83,7 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		flags:           opts.flags,
 		manifestsRescan: opts.manifestsRescan,
 		dryRunOut:       os.Stdout,
+		localNodeServe:  opts.localNodeServe,
 	}
 	if opts.dryRun || opts.dryRunFollow {
 		s.dryRun = newDryRunOutput()
@@ -185,6 +189,9 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 		defer s.runManifests(ctx)()
 	}
 
+	if s.dryRun == nil {
+		s.startLocalNodeServer(ctx, s.localNodeServe)
+	}
 	s.birthCry()
 	go s.Proxier.SyncLoop()
 

@@ -408,3 +408,23 @@ func (s *Server) State(f localnode.Family) (*localnode.State, error) {
 	defer s.mu.Unlock()
 	return s.last[f], nil
 }
+
+// Snapshot returns what a new watcher asking for req's selection would be sent first:
+// the whole state, and its revision. It waits for the server to be ready or ctx to end.
+func (s *Server) Snapshot(ctx context.Context, req *localnodev1.WatchRequest) ([]*localnodev1.Op, uint64, error) {
+	f := &filter{local: req.GetNodeLocal() || !req.GetGlobal(), global: req.GetGlobal()}
+	for i, fam := range req.GetFamilies() {
+		lf, err := localnodev1.FamilyToLocal(fam)
+		if err != nil {
+			return nil, 0, fmt.Errorf("families[%d]: %w", i, err)
+		}
+		f.families = append(f.families, lf)
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, 0, fmt.Errorf("waiting for a complete state: %w", context.Cause(ctx))
+	}
+	ops, rev, _, _ := s.store.since(0, true, f)
+	return ops, rev, nil
+}
