@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -80,6 +81,7 @@ type Proxier struct {
 	nodePortAddresses *proxyutil.NodePortAddresses
 	networkInterfacer proxyutil.NetworkInterfacer
 	excludeCIDRs      []*net.IPNet
+	retryInterval     time.Duration
 	logger            klog.Logger
 
 	// st is what the kernel holds, as far as this proxier knows; only
@@ -243,6 +245,7 @@ func newProxier(
 	// leave what did not change alone, and a cheap check once per
 	// syncPeriod (RulesMissing) notices state removed behind our back.
 	shellOpts.CheckInterval = shellOpts.RetryInterval
+	p.retryInterval = shellOpts.RetryInterval
 	logger.V(2).Info("ipvs sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
 	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
 		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)

@@ -603,3 +603,42 @@ func TestIPSetRestoreFailure(t *testing.T) {
 		t.Errorf("after recovering (-fresh +recovered):\n%s", diff)
 	}
 }
+
+type failingIPVS struct {
+	utilipvs.Interface
+	failAddRS bool
+}
+
+func (f *failingIPVS) AddRealServer(vs *utilipvs.VirtualServer, rs *utilipvs.RealServer) error {
+	if f.failAddRS {
+		return errors.New("injected AddRealServer failure")
+	}
+	return f.Interface.AddRealServer(vs, rs)
+}
+
+// A real server the kernel refuses does not fail the sync (as upstream:
+// the rest is programmed, healthz stays green); the next sync is full and
+// adds it.
+func TestIPVSErrorRetried(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	fi := &failingIPVS{Interface: env.ipvs, failAddRS: true}
+	p.ipvs, p.gtm.ipvs = fi, fi
+	p.OnServiceAdd(webService(f, nil))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	syncAll(t, p)
+	if got := virtualServers(t, env); len(got) != 2 {
+		t.Fatalf("virtual servers %v, want the cluster IP and node port ones", got)
+	}
+	vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
+	if got := realServersOf(t, env, vs); len(got) != 0 {
+		t.Fatalf("real servers %v despite the failure", got)
+	}
+	fi.failAddRS = false
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if got := realServersOf(t, env, vs); !slices.Equal(got, []string{f.hp(f.rpod(1), 8080)}) {
+		t.Errorf("real servers after the retry: %v", got)
+	}
+}

@@ -178,8 +178,17 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 	out.Programmed = wrote || t.all || t.vss.Len() > 0
 	errs = append(errs, p.unbindAddresses(t)...)
 	errs = append(errs, p.syncVirtualServers(t, true)...)
-	if err := errors.Join(errs...); err != nil {
-		return out, err
+	if len(errs) > 0 {
+		// As upstream, a virtual server, real server or address the kernel
+		// refused does not fail the sync (the rest is in place and healthz
+		// stays green); it is retried with a full sync, which re-reads the
+		// kernel, after the retry interval.
+		for _, err := range errs {
+			p.logger.Error(err, "Failed to program IPVS")
+		}
+		out.SyncAgainAfter = p.retryInterval
+		st.synced = false
+		return out, nil
 	}
 	st.synced = true
 	return out, nil
