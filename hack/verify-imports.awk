@@ -22,6 +22,8 @@ function backend(p,   m) {
 	return ""
 }
 
+function grpcpkg(p) { return p ~ /^k8s\.io\/kube-proxy\/pkg\/proxy\/localnode\/(api\/v[0-9]+|server|client)$/ }
+
 function stdlib(p) { return p !~ /^[^\/]*\./ }
 
 # Modules every layer may use (DESIGN.md §2 "besides std, ...", plus small leaf helpers).
@@ -42,6 +44,9 @@ function allowed(from, to) {
 		if (to ~ /^github\.com\/(vishvananda\/|fsnotify\/fsnotify)/) return 1
 		# YAML with line numbers for config/manifest errors; randfill for the config fuzzer.
 		if (to ~ /^go\.yaml\.in\/yaml\/v3(\/|$)/ || to ~ /^sigs\.k8s\.io\/randfill(\/|$)/) return 1
+		# gRPC and protobuf only in the node-local state's wire packages (schema, server,
+		# client); the rest of the brain and the library stay free of them.
+		if (grpcpkg(fromPkg) && to ~ /^google\.golang\.org\/(grpc|protobuf)(\/|$)/) return 1
 		if (from == "backend")
 			return layer(to) == "backend" || to ~ /^sigs\.k8s\.io\/knftables(\/|$)/ || to ~ /^github\.com\/Microsoft\/hnslib(\/|$)/
 		return 0
@@ -52,7 +57,7 @@ function allowed(from, to) {
 function report(from, to, rule) { printf "%s -> %s (%s)\n", from, to, rule }
 
 NF >= 2 {
-	from = $1; to = $2; kind = $3
+	from = $1; to = $2; kind = $3; fromPkg = from
 	if (to ~ /^k8s\.io\/kubernetes(\/|$)/) { report(from, to, "no-k8s-kubernetes"); next }
 	if (from == "(transitive)") next
 	lf = layer(from); lt = layer(to)

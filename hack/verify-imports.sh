@@ -16,7 +16,8 @@
 #                       (pkg/proxy/{iptables,nftables,ipvs,winkernel,metaproxier}).
 #   backend-no-backend  a backend imports no other backend, metaproxier excepted.
 #   only-cmd-imports-cmd
-#   layer-allowlist     non-test imports of a layer stay within what DESIGN.md allows it.
+#   layer-allowlist     non-test imports of a layer stay within what DESIGN.md allows it; gRPC and
+#                       protobuf only in pkg/proxy/localnode/{api/v1,server,client}.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -64,6 +65,7 @@ self_test() {
   plant config/zzplantedk8s zzplantedk8s k8s.io/kubernetes/pkg/features
   plant pkg/proxy/zzplantedcmd zzplantedcmd k8s.io/kube-proxy/cmd/kube-proxy/app
   plant config/zzplantedallow zzplantedallow sigs.k8s.io/knftables
+  plant pkg/proxy/zzplantedgrpc zzplantedgrpc google.golang.org/grpc
 
   local out
   out=$(check_tree "$tmp" || true)
@@ -74,6 +76,7 @@ self_test() {
     "k8s.io/kube-proxy/config/zzplantedk8s -> k8s.io/kubernetes/pkg/features (no-k8s-kubernetes)"
     "k8s.io/kube-proxy/pkg/proxy/zzplantedcmd -> k8s.io/kube-proxy/cmd/kube-proxy/app (only-cmd-imports-cmd)"
     "k8s.io/kube-proxy/config/zzplantedallow -> sigs.k8s.io/knftables (layer-allowlist)"
+    "k8s.io/kube-proxy/pkg/proxy/zzplantedgrpc -> google.golang.org/grpc (layer-allowlist)"
   )
   local missing=0
   for w in "${want[@]}"; do
