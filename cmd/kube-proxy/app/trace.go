@@ -75,12 +75,18 @@ by hand) are named in the answer rather than guessed at.`,
       --from 198.19.1.5 --to 10.96.0.10:80`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !to.verbose {
-				// The answer goes to stdout; the informers' and the dry
-				// run's progress logs would only bury it.
-				klog.SetLogger(logr.Discard())
+			if to.verbose {
+				return to.run(cmd.Context(), cmd.Flags(), cmd.OutOrStdout())
 			}
-			return to.run(cmd.Context(), cmd.Flags(), cmd.OutOrStdout())
+			// The answer goes to stdout; the informers' and the dry run's
+			// progress logs would only bury it. The error, which the
+			// caller would log, is printed here instead.
+			klog.SetLogger(logr.Discard())
+			err := to.run(cmd.Context(), cmd.Flags(), cmd.OutOrStdout())
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Error: %v\n", err)
+			}
+			return err
 		},
 		SilenceUsage: true,
 	}
@@ -126,6 +132,18 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		return fmt.Errorf("--output %q: want text or json", to.output)
 	}
 	o := to.proxy
+	if (to.live || to.netns != "" || (o.manifests == "" && o.master == "" && !fs.Changed("kubeconfig"))) &&
+		!fs.Changed("proxy-mode") && o.ConfigFile == "" {
+		// Trace the mode the node runs, and compute that same mode (with
+		// that mode's defaults) to compare.
+		family := v1.IPv4Protocol
+		if dest, _, _ := strings.Cut(to.to, "/"); strings.HasPrefix(dest, "[") {
+			family = v1.IPv6Protocol
+		}
+		if err := fs.Set("proxy-mode", detectMode(ctx, to.netns, family)); err != nil {
+			return err
+		}
+	}
 	if err := o.Complete(fs); err != nil {
 		return err
 	}
@@ -165,9 +183,6 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		}
 	}
 	if live {
-		if !fs.Changed("proxy-mode") && o.ConfigFile == "" {
-			mode = detectMode(ctx, to.netns, family)
-		}
 		where := "this node"
 		if to.netns != "" {
 			where = "network namespace " + to.netns
