@@ -415,10 +415,16 @@ func buildResult(mode string, pk Packet, finals []final, paths int) (*Result, er
 // WriteText prints r for a person: one block per outcome, with its path.
 func (r *Result) WriteText(w io.Writer, verbose bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s %s -> %s from %s", r.Mode, r.Packet.Protocol, r.Packet.Src,
-		hostPortString(r.Packet.Dst, r.Packet.Port), r.Packet.From)
-	if r.Packet.InInterface != "" {
-		fmt.Fprintf(&b, " via %s", r.Packet.InInterface)
+	fmt.Fprintf(&b, "%s: %s %s -> %s", r.Mode, r.Packet.Protocol, r.Packet.Src, hostPortString(r.Packet.Dst, r.Packet.Port))
+	// Pod and external packets are traced alike (only the interface and
+	// the addresses count), so the text says only what was traced.
+	switch {
+	case r.Packet.From == FromHost:
+		b.WriteString(", sent by the node itself")
+	case r.Packet.InInterface != "":
+		fmt.Fprintf(&b, ", arriving on %s", r.Packet.InInterface)
+	default:
+		b.WriteString(", arriving on an unnamed interface")
 	}
 	b.WriteString("\n")
 	for i, o := range r.Outcomes {
