@@ -618,6 +618,7 @@ func (w *iptWalk) walkFrom(hook string, ch *IPTChain, i int, s pstate, depth int
 			}
 			miss := s.clone()
 			miss.prob *= 1 - r.prob
+			miss.slot = fmt.Sprintf("%s rule %d: statistic not taken (probability %.4g)", r.Chain, i+1, 1-r.prob)
 			rest, err := w.walkFrom(hook, ch, i+1, miss, depth)
 			if err != nil {
 				return nil, err
