@@ -13,9 +13,14 @@
 //	userspaceproxy --kubeconfig ~/.kube/config --node node-1
 //	userspaceproxy --manifests ./examples/cluster --node node-1
 //
-// The test in this directory sends real TCP and UDP traffic through it inside private
-// network namespaces. It is Linux only.
+// or out of process, programming the node-local state a kube-proxy serves with
+// --localnode-serve (the brain then runs in kube-proxy, not here):
 //
-// Allowed imports: the library (pkg/proxy/{localnode,backend,source,proxyrun}), the
+//	userspaceproxy --socket unix:///run/kube-proxy/localnode.sock
+//
+// The test in this directory sends real TCP and UDP traffic through it inside private
+// network namespaces, both in process and as a separate process fed over the socket. It is Linux only.
+//
+// Allowed imports: the library (pkg/proxy/{localnode,localnode/client,backend,source,proxyrun}), the
 // standard library, client-go, klog, netlink and x/sys.
 package main

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 
@@ -176,3 +177,5 @@ func inProcessState(t testing.TB, src source.Source, f localnode.Family) *localn
 type fullStateFunc func(*localnode.State)
 
 func (f fullStateFunc) Sync(_ context.Context, s *localnode.State) error { f(s); return nil }
+
+func protoSize(ev *localnodev1.WatchEvent) int { return proto.Size(ev) }
