@@ -54,12 +54,18 @@ func (r *RealServerKey) String() string {
 // did not: adding an existing virtual or real server fails (EEXIST), deleting or updating a
 // missing one fails (ESRCH / ENOENT), Flush leaves the fake usable, and ConfigureTimeouts
 // records its arguments instead of failing. Getters return copies, so callers cannot change
-// the fake's state by editing results. Destinations are kept sorted by address, as upstream
-// proxier tests expect.
+// the fake's state by editing results (addresses included). Destinations are kept sorted by
+// address, as upstream proxier tests expect.
 //
-// Services and Destinations may be read directly when no other goroutine uses the fake.
+// Services and Destinations may be read, and their values edited (connection counters, say),
+// directly when no other goroutine uses the fake.
 type FakeIPVS struct {
 	mu sync.Mutex
+	// order is the keys of Services as GetVirtualServers last sorted them. It is reused while
+	// Services holds exactly these keys, so listing an unchanged table costs no sort; it is
+	// checked against Services on each use rather than kept up to date, so that edits made
+	// to the exported map directly are also seen.
+	order []ServiceKey
 	// Scheduler is unused; kept for compatibility with upstream's fake.
 	Scheduler    string
 	Services     map[ServiceKey]*ipvs.VirtualServer
@@ -148,6 +154,8 @@ func (f *FakeIPVS) UpdateVirtualServer(vs *ipvs.VirtualServer) error {
 		return fmt.Errorf("updating virtual server %s: no such process", key.String())
 	}
 	f.Services[key] = copyVS(vs)
+	// The protocol's spelling, which String() and so the order use, may have changed.
+	f.order = nil
 	return nil
 }
 
@@ -186,12 +194,70 @@ func (f *FakeIPVS) GetVirtualServer(vs *ipvs.VirtualServer) (*ipvs.VirtualServer
 func (f *FakeIPVS) GetVirtualServers() ([]*ipvs.VirtualServer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]*ipvs.VirtualServer, 0, len(f.Services))
-	for _, vs := range f.Services {
-		out = append(out, copyVS(vs))
+	if !f.orderCurrent() {
+		f.sortOrder()
 	}
-	slices.SortFunc(out, func(a, b *ipvs.VirtualServer) int { return strings.Compare(a.String(), b.String()) })
+	// One backing array for the copies and one for their addresses, rather than two
+	// allocations per virtual server: listing a large table is what a full sync does.
+	vss := make([]ipvs.VirtualServer, len(f.order))
+	out := make([]*ipvs.VirtualServer, len(f.order))
+	for i, k := range f.order {
+		vss[i] = *f.Services[k]
+		out[i] = &vss[i]
+	}
+	cloneAddrs(len(vss), func(i int) *net.IP { return &vss[i].Address })
 	return out, nil
+}
+
+// cloneAddrs replaces each of n addresses with a copy, all copies in one backing array, each
+// capped at its length so that appending to one cannot overwrite the next.
+func cloneAddrs(n int, addr func(i int) *net.IP) {
+	total := 0
+	for i := range n {
+		total += len(*addr(i))
+	}
+	buf := make([]byte, 0, total)
+	for i := range n {
+		ip := addr(i)
+		if *ip == nil {
+			continue
+		}
+		start := len(buf)
+		buf = append(buf, *ip...)
+		*ip = buf[start:len(buf):len(buf)]
+	}
+}
+
+// orderCurrent reports whether f.order holds exactly the keys of f.Services: as many keys,
+// distinct, each present.
+func (f *FakeIPVS) orderCurrent() bool {
+	if f.order == nil || len(f.order) != len(f.Services) {
+		return false
+	}
+	for _, k := range f.order {
+		if _, ok := f.Services[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// sortOrder sorts the keys of f.Services by their virtual server's String(), naming each
+// once rather than on every comparison.
+func (f *FakeIPVS) sortOrder() {
+	type named struct {
+		key  ServiceKey
+		name string
+	}
+	all := make([]named, 0, len(f.Services))
+	for k, vs := range f.Services {
+		all = append(all, named{k, vs.String()})
+	}
+	slices.SortFunc(all, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	f.order = make([]ServiceKey, len(all))
+	for i := range all {
+		f.order[i] = all[i].key
+	}
 }
 
 // Flush implements ipvs.Interface.
@@ -246,10 +312,16 @@ func (f *FakeIPVS) GetRealServers(vs *ipvs.VirtualServer) ([]*ipvs.RealServer, e
 	if _, ok := f.Services[key]; !ok {
 		return nil, fmt.Errorf("listing real servers of virtual server %s: no such process", key.String())
 	}
-	out := make([]*ipvs.RealServer, 0, len(f.Destinations[key]))
-	for _, rs := range f.Destinations[key] {
-		out = append(out, copyRS(rs))
+	// As GetVirtualServers, copies in one backing array: a full sync lists every virtual
+	// server's real servers.
+	dests := f.Destinations[key]
+	rss := make([]ipvs.RealServer, len(dests))
+	out := make([]*ipvs.RealServer, len(dests))
+	for i, rs := range dests {
+		rss[i] = *rs
+		out[i] = &rss[i]
 	}
+	cloneAddrs(len(rss), func(i int) *net.IP { return &rss[i].Address })
 	return out, nil
 }
 

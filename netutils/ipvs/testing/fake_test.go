@@ -18,6 +18,8 @@ package testing
 
 import (
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +192,179 @@ func TestFakeIPVS(t *testing.T) {
 	rk := RealServerKey{Address: net.ParseIP("198.18.1.1"), Port: 80}
 	if rk.String() != "198.18.1.1:80" {
 		t.Errorf("RealServerKey.String() = %q", rk.String())
+	}
+}
+
+// TestFakeIPVSGettersCopy checks that nothing a getter returns, addresses included, is shared
+// with the fake or with another returned entry.
+func TestFakeIPVSGettersCopy(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(t *testing.T, f *FakeIPVS)
+	}{
+		{"virtual server fields", func(t *testing.T, f *FakeIPVS) {
+			all, _ := f.GetVirtualServers()
+			for _, vs := range all {
+				vs.Scheduler, vs.Port = "changed", 1
+			}
+		}},
+		{"virtual server address bytes", func(t *testing.T, f *FakeIPVS) {
+			all, _ := f.GetVirtualServers()
+			for _, vs := range all {
+				vs.Address[len(vs.Address)-1] = 99
+			}
+		}},
+		{"append to a virtual server's address", func(t *testing.T, f *FakeIPVS) {
+			all, _ := f.GetVirtualServers()
+			_ = append(all[0].Address, 1, 2, 3, 4)
+			if all[1].Address.String() != "198.18.10.2" {
+				t.Errorf("appending to one result's address changed the next: %s", all[1].Address)
+			}
+		}},
+		{"real server fields", func(t *testing.T, f *FakeIPVS) {
+			rss, _ := f.GetRealServers(vsOf("198.18.10.1", "TCP", 80))
+			for _, rs := range rss {
+				rs.Weight, rs.ActiveConn = 42, 42
+			}
+		}},
+		{"real server address bytes", func(t *testing.T, f *FakeIPVS) {
+			rss, _ := f.GetRealServers(vsOf("198.18.10.1", "TCP", 80))
+			for _, rs := range rss {
+				rs.Address[len(rs.Address)-1] = 99
+			}
+		}},
+		{"append to a real server's address", func(t *testing.T, f *FakeIPVS) {
+			rss, _ := f.GetRealServers(vsOf("198.18.10.1", "TCP", 80))
+			_ = append(rss[0].Address, 1, 2, 3, 4)
+			if rss[1].String() != "198.18.1.2:8080" {
+				t.Errorf("appending to one result's address changed the next: %s", rss[1])
+			}
+		}},
+	}
+	dump := func(f *FakeIPVS) string {
+		var b strings.Builder
+		all, _ := f.GetVirtualServers()
+		for _, vs := range all {
+			b.WriteString(vs.String() + " " + vs.Scheduler + ":")
+			rss, _ := f.GetRealServers(vs)
+			for _, rs := range rss {
+				b.WriteString(" " + rs.String() + "/" + strconv.Itoa(rs.Weight) + "/" + strconv.Itoa(rs.ActiveConn))
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFake()
+			for _, ip := range []string{"198.18.10.1", "198.18.10.2", "fd00::1"} {
+				vs := vsOf(ip, "TCP", 80)
+				if err := f.AddVirtualServer(vs); err != nil {
+					t.Fatal(err)
+				}
+				for _, rs := range []string{"198.18.1.1", "198.18.1.2"} {
+					if err := f.AddRealServer(vs, rsOf(rs, 8080, 1)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			before := dump(f)
+			tc.mutate(t, f)
+			if after := dump(f); after != before {
+				t.Errorf("editing results changed the fake:\nbefore:\n%safter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestFakeIPVSListOrder checks that GetVirtualServers stays sorted by String() however the
+// table changed since the last listing, also through the exported map.
+func TestFakeIPVSListOrder(t *testing.T) {
+	add := func(ip, proto string) func(f *FakeIPVS) {
+		return func(f *FakeIPVS) {
+			if err := f.AddVirtualServer(vsOf(ip, proto, 80)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(f *FakeIPVS)
+		want   []string
+	}{
+		{"nothing", func(*FakeIPVS) {}, []string{"198.18.10.1:80/TCP", "198.18.10.9:80/TCP", "198.18.9.1:80/TCP"}},
+		{"added", add("198.18.10.10", "TCP"), []string{"198.18.10.10:80/TCP", "198.18.10.1:80/TCP", "198.18.10.9:80/TCP", "198.18.9.1:80/TCP"}},
+		{"deleted", func(f *FakeIPVS) { _ = f.DeleteVirtualServer(vsOf("198.18.10.9", "TCP", 80)) },
+			[]string{"198.18.10.1:80/TCP", "198.18.9.1:80/TCP"}},
+		{"one deleted and one added: same count", func(f *FakeIPVS) {
+			_ = f.DeleteVirtualServer(vsOf("198.18.9.1", "TCP", 80))
+			add("198.18.0.1", "TCP")(f)
+		}, []string{"198.18.0.1:80/TCP", "198.18.10.1:80/TCP", "198.18.10.9:80/TCP"}},
+		{"replaced through the map", func(f *FakeIPVS) {
+			delete(f.Services, ServiceKey{IP: "198.18.9.1", Port: 80, Protocol: "TCP"})
+			f.Services[ServiceKey{IP: "198.18.0.1", Port: 80, Protocol: "TCP"}] = vsOf("198.18.0.1", "TCP", 80)
+		}, []string{"198.18.0.1:80/TCP", "198.18.10.1:80/TCP", "198.18.10.9:80/TCP"}},
+		{"protocol respelled by an update", func(f *FakeIPVS) {
+			add("198.18.10.1", "UDP")(f)
+			_ = f.UpdateVirtualServer(vsOf("198.18.10.1", "tcp", 80))
+		}, []string{"198.18.10.1:80/UDP", "198.18.10.1:80/tcp", "198.18.10.9:80/TCP", "198.18.9.1:80/TCP"}},
+		{"flushed and refilled", func(f *FakeIPVS) {
+			_ = f.Flush()
+			add("198.18.10.2", "TCP")(f)
+			add("198.18.10.1", "TCP")(f)
+		}, []string{"198.18.10.1:80/TCP", "198.18.10.2:80/TCP"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFake()
+			for _, ip := range []string{"198.18.9.1", "198.18.10.9", "198.18.10.1"} {
+				add(ip, "TCP")(f)
+			}
+			// A first listing, so that the change is made to a table already sorted once.
+			if _, err := f.GetVirtualServers(); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(f)
+			all, err := f.GetVirtualServers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, vs := range all {
+				got = append(got, vs.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("GetVirtualServers = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkFakeIPVSList lists 10k virtual servers and their real servers, as a full sync of
+// the ipvs proxier does.
+func BenchmarkFakeIPVSList(b *testing.B) {
+	f := NewFake()
+	for i := range 10000 {
+		vs := vsOf(net.IPv4(172, 30, byte(i/250), byte(i%250+1)).String(), "TCP", 80)
+		if err := f.AddVirtualServer(vs); err != nil {
+			b.Fatal(err)
+		}
+		for j := range 10 {
+			if err := f.AddRealServer(vs, rsOf(net.IPv4(10, byte(i/250), byte(i%250), byte(j+1)).String(), 8080, 1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		all, err := f.GetVirtualServers()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, vs := range all {
+			if _, err := f.GetRealServers(vs); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
