@@ -56,22 +56,64 @@ type appliedVS struct {
 	// reconciled is the wish rss last matched exactly (none draining); a
 	// sync with the same wish and this same appliedVS has nothing to do.
 	reconciled *desiredVS
+	// listed is rss in the order the kernel last listed them, while rss has
+	// not changed since (nil otherwise): the kernel lists a virtual server's
+	// real servers in the same order each time, so a full sync can compare
+	// its listing with this in one pass instead of a lookup per real server.
+	listed []listedRS
+	// seen is the readKernel pass that last found it in the kernel.
+	seen uint64
 }
 
-// matches reports whether rss is exactly a's real servers, with their weights.
+type listedRS struct {
+	key    rsKey
+	weight int
+}
+
+func rsKeyOf(rs *utilipvs.RealServer) rsKey {
+	a, _ := netip.AddrFromSlice(rs.Address)
+	return rsKey{addr: a.Unmap(), port: rs.Port}
+}
+
+// matches reports whether rss is exactly a's real servers, with their
+// weights, and remembers their order for the next listing.
 func (a *appliedVS) matches(rss []*utilipvs.RealServer) bool {
 	if len(rss) != len(a.rss) {
 		return false
 	}
+	if a.listed != nil && len(a.listed) == len(rss) {
+		same := true
+		for i, rs := range rss {
+			if l := a.listed[i]; l.weight != rs.Weight || l.key != rsKeyOf(rs) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true
+		}
+	}
 	for _, rs := range rss {
-		ra, _ := netip.AddrFromSlice(rs.Address)
-		cur := a.rss[rsKey{addr: ra.Unmap(), port: rs.Port}]
+		cur := a.rss[rsKeyOf(rs)]
 		if cur == nil || cur.weight != rs.Weight {
 			return false
 		}
 	}
+	a.setListed(rss)
 	return true
 }
+
+// setListed records rss, which are exactly a.rss, as the kernel's order.
+func (a *appliedVS) setListed(rss []*utilipvs.RealServer) {
+	a.listed = make([]listedRS, len(rss))
+	for i, rs := range rss {
+		a.listed[i] = listedRS{key: rsKeyOf(rs), weight: rs.Weight}
+	}
+}
+
+// changing is called before rss is edited: the kernel's listing no longer
+// matches what was recorded.
+func (a *appliedVS) changing() { a.listed = nil }
 
 type appliedRS struct {
 	weight int
@@ -149,7 +191,9 @@ type state struct {
 	// just the ports of the Services it names.
 	bySvc map[types.NamespacedName]sets.Set[proxy.ServicePortName]
 
-	applied    map[vsKey]*appliedVS
+	applied map[vsKey]*appliedVS
+	// reads counts readKernel passes (appliedVS.seen).
+	reads      uint64
 	setApplied [numSets]sets.Set[string]
 	bound      sets.Set[string]
 	// nodeAddrs and nodeIPs are the node's addresses (outside kube-ipvs0)
@@ -166,7 +210,7 @@ type state struct {
 }
 
 func newState() *state {
-	s := &state{}
+	s := &state{applied: map[vsKey]*appliedVS{}}
 	s.resetWanted()
 	return s
 }
@@ -203,10 +247,19 @@ func (s *state) unindexPort(name proxy.ServicePortName) {
 // touched collects what a sync must reconcile: what the changed ports
 // wanted before and want now, or, with all, everything wanted or present.
 type touched struct {
-	all     bool
-	vss     sets.Set[vsKey]
-	entries [numSets]sets.Set[string]
-	binds   sets.Set[string]
+	// all is set on a full sync: the kernel was read again and every
+	// address is reconciled.
+	all bool
+	// allVSs and allEntries[id] are all for the virtual servers and for the
+	// entries of set id. A full sync leaves them false where the kernel held
+	// exactly what the previous sync, which succeeded, left there: that
+	// agreed with every port's wish, so only the wishes changed since (the
+	// touched ones) can differ from it.
+	allVSs     bool
+	allEntries [numSets]bool
+	vss        sets.Set[vsKey]
+	entries    [numSets]sets.Set[string]
+	binds      sets.Set[string]
 }
 
 // vsKeys yields the virtual servers to reconcile; it may yield one twice.
@@ -217,7 +270,7 @@ func (t *touched) vsKeys(st *state) iter.Seq[vsKey] {
 				return
 			}
 		}
-		if !t.all {
+		if !t.allVSs {
 			return
 		}
 		for k := range st.claims {
@@ -237,14 +290,14 @@ func (t *touched) vsKeys(st *state) iter.Seq[vsKey] {
 }
 
 // union yields the keys of touched and, with all, those of every map given.
-func union[V any](t *touched, touched sets.Set[string], all ...map[string]V) iter.Seq[string] {
+func union[V any](everything bool, touched sets.Set[string], all ...map[string]V) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for k := range touched {
 			if !yield(k) {
 				return
 			}
 		}
-		if !t.all {
+		if !everything {
 			return
 		}
 		for _, m := range all {
@@ -258,19 +311,19 @@ func union[V any](t *touched, touched sets.Set[string], all ...map[string]V) ite
 }
 
 func (t *touched) bindKeys(wanted map[string]int) iter.Seq[string] {
-	return union(t, t.binds, wanted)
+	return union(t.all, t.binds, wanted)
 }
 
 func (t *touched) unbindKeys(bound sets.Set[string]) iter.Seq[string] {
-	return union(t, t.binds, bound)
+	return union(t.all, t.binds, bound)
 }
 
 func (t *touched) addKeys(id setID, wanted map[string]int) iter.Seq[string] {
-	return union(t, t.entries[id], wanted)
+	return union(t.allEntries[id], t.entries[id], wanted)
 }
 
 func (t *touched) delKeys(id setID, applied sets.Set[string]) iter.Seq[string] {
-	return union(t, t.entries[id], applied)
+	return union(t.allEntries[id], t.entries[id], applied)
 }
 
 func newTouched() *touched {

@@ -642,3 +642,107 @@ func TestIPVSErrorRetried(t *testing.T) {
 		t.Errorf("real servers after the retry: %v", got)
 	}
 }
+
+// A full sync puts back what was changed behind the proxier's back, also
+// where the kernel then looks as it did at an earlier sync.
+func TestFullSyncRepairsKernelDrift(t *testing.T) {
+	f := fams[0]
+	vs := func(i int) *utilipvs.VirtualServer {
+		return &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(i)), Port: 80, Protocol: "TCP", Scheduler: "rr"}
+	}
+	rs := func(i, weight int) *utilipvs.RealServer {
+		return &utilipvs.RealServer{Address: net.ParseIP(f.rpod(i)), Port: 8080, Weight: weight}
+	}
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// before is the kernel state a previous kube-proxy left.
+		before  func(t *testing.T, env *fakeEnv)
+		disturb func(t *testing.T, env *fakeEnv)
+		// pods are the endpoints' rpod numbers (default 1 and 2).
+		pods []int
+		// disturbFirst disturbs the kernel right after the first sync,
+		// not after a second, undisturbed, full sync.
+		disturbFirst bool
+	}{
+		{name: "nothing"},
+		{name: "real server deleted", disturb: func(t *testing.T, env *fakeEnv) { must(t, env.ipvs.DeleteRealServer(vs(1), rs(1, 1))) }},
+		{name: "real server added", disturb: func(t *testing.T, env *fakeEnv) { must(t, env.ipvs.AddRealServer(vs(1), rs(9, 1))) }},
+		{name: "real server weight changed", disturb: func(t *testing.T, env *fakeEnv) { must(t, env.ipvs.UpdateRealServer(vs(1), rs(2, 0))) }},
+		{name: "real servers swapped", disturb: func(t *testing.T, env *fakeEnv) {
+			must(t, env.ipvs.DeleteRealServer(vs(1), rs(2, 1)))
+			must(t, env.ipvs.AddRealServer(vs(1), rs(9, 1)))
+		}},
+		{name: "virtual server deleted", disturb: func(t *testing.T, env *fakeEnv) { must(t, env.ipvs.DeleteVirtualServer(vs(1))) }},
+		{name: "virtual server added", disturb: func(t *testing.T, env *fakeEnv) { must(t, env.ipvs.AddVirtualServer(vs(9))) }},
+		{name: "virtual server changed", disturb: func(t *testing.T, env *fakeEnv) {
+			v := vs(1)
+			v.Scheduler = "wrr"
+			must(t, env.ipvs.UpdateVirtualServer(v))
+		}},
+		{name: "set entry deleted", disturb: func(t *testing.T, env *fakeEnv) {
+			must(t, env.ipset.DelEntry(f.svc(1)+",tcp:80", kubeClusterIPSet))
+		}},
+		{name: "set entry added", disturb: func(t *testing.T, env *fakeEnv) {
+			must(t, env.ipset.AddEntry(f.svc(9)+",tcp:80", &utilipset.IPSet{Name: kubeClusterIPSet, SetType: utilipset.HashIPPort}, true))
+		}},
+		{
+			// The first sync gives the real server its weight back; the
+			// kernel is then put back as that sync first listed it.
+			name: "weight restored at restart, then reset",
+			before: func(t *testing.T, env *fakeEnv) {
+				must(t, env.ipvs.AddVirtualServer(vs(1)))
+				must(t, env.ipvs.AddRealServer(vs(1), rs(1, 0)))
+			},
+			disturb:      func(t *testing.T, env *fakeEnv) { must(t, env.ipvs.UpdateRealServer(vs(1), rs(1, 0))) },
+			pods:         []int{1},
+			disturbFirst: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+			if tc.before != nil {
+				tc.before(t, env)
+			}
+			pods := tc.pods
+			if pods == nil {
+				pods = []int{1, 2}
+			}
+			var eps []ep
+			for _, i := range pods {
+				eps = append(eps, ep{ip: f.rpod(i)})
+			}
+			p.OnServiceAdd(webService(f, nil))
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, eps...))
+			syncAll(t, p)
+			want := env.dump(t)
+			if !tc.disturbFirst {
+				// A full sync of an undisturbed kernel, so that the
+				// disturbance is made to a view the proxier has already
+				// compared with the kernel once.
+				p.RequestFullSync()
+				if err := p.SyncNow(); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, env.dump(t)); diff != "" {
+					t.Fatalf("a full sync of an undisturbed kernel changed it (-want +got):\n%s", diff)
+				}
+			}
+			if tc.disturb != nil {
+				tc.disturb(t, env)
+			}
+			p.RequestFullSync()
+			if err := p.SyncNow(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, env.dump(t)); diff != "" {
+				t.Errorf("state not restored (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -110,12 +110,12 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 	t := newTouched()
 	var errs []error
 	if full {
-		if err := p.readKernel(); err != nil {
-			return out, err
-		}
 		// Everything is compared with the kernel just read; what the ports
 		// want is kept, and below only re-rendered where its inputs changed.
 		t.all = true
+		if err := p.readKernel(t, st.synced); err != nil {
+			return out, err
+		}
 		for name := range st.ports {
 			if _, ok := u.Services[name]; !ok || u.Policy(name) == nil {
 				st.setPort(name, nil, t)
@@ -129,18 +129,19 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 		}
 	}
 	render := func(name proxy.ServicePortName, svc proxy.ServicePort) {
-		st.indexPort(name)
 		info, _ := svc.(*servicePortInfo)
 		tp := u.Policy(name)
-		if info == nil || tp == nil {
-			st.setPort(name, nil, t)
-			return
-		}
 		eps := u.Endpoints[name]
-		if full {
+		if full && info != nil && tp != nil {
+			// A port in st.ports is indexed already.
 			if r := st.ports[name]; r != nil && r.sameInputs(svc, eps, tp, st.nodeGen) {
 				return
 			}
+		}
+		st.indexPort(name)
+		if info == nil || tp == nil {
+			st.setPort(name, nil, t)
+			return
 		}
 		r := p.renderPort(name, info, tp, eps, nodeAddrs, nodeIPs)
 		r.setInputs(svc, eps, tp, st.nodeGen)
@@ -221,15 +222,21 @@ func (p *Proxier) nodePortIPs(nodeAddrs sets.Set[string]) []net.IP {
 
 // readKernel replaces the view's kernel half with what the kernel holds:
 // this family's virtual servers, the sets' entries and
-// kube-ipvs0's addresses. It also creates missing sets.
-func (p *Proxier) readKernel() error {
+// kube-ipvs0's addresses. It also creates missing sets. With consistent (the
+// previous sync succeeded, so the view agreed with every port's wish), it
+// leaves t.allVSs and t.allEntries false where the kernel holds exactly the
+// view.
+func (p *Proxier) readKernel(t *touched, consistent bool) error {
 	st := p.st
 	vss, err := p.ipvs.GetVirtualServers()
 	if err != nil {
 		return fmt.Errorf("listing IPVS virtual servers: %w", err)
 	}
-	old := st.applied
-	st.applied = make(map[vsKey]*appliedVS, len(vss))
+	// The view is updated in place, and what the kernel no longer lists
+	// swept below: on a large table, building a new map on every full sync
+	// costs more than comparing with the kernel.
+	st.reads++
+	kept, fresh := 0, 0
 	// Naming every real server costs more than the rest of this loop, and
 	// the list is almost always empty.
 	draining := p.gtm.len() > 0
@@ -244,20 +251,30 @@ func (p *Proxier) readKernel() error {
 			return fmt.Errorf("listing real servers of %s: %w", vs, err)
 		}
 		k := keyOf(vs)
-		if a := old[k]; a != nil && a.vs.Equal(vs) && a.matches(rss) {
+		if a := st.applied[k]; a != nil && a.seen != st.reads && a.vs.Equal(vs) && a.matches(rss) {
 			// As last programmed: keep it, and its draining marks.
-			st.applied[k] = a
+			a.seen = st.reads
+			kept++
 			continue
 		}
-		a := &appliedVS{vs: vs, rss: make(map[rsKey]*appliedRS, len(rss))}
+		a := &appliedVS{vs: vs, rss: make(map[rsKey]*appliedRS, len(rss)), seen: st.reads}
 		for _, rs := range rss {
-			ra, _ := netip.AddrFromSlice(rs.Address)
-			k := rsKey{addr: ra.Unmap(), port: rs.Port}
-			a.rss[k] = &appliedRS{weight: rs.Weight,
+			a.rss[rsKeyOf(rs)] = &appliedRS{weight: rs.Weight,
 				terminating: draining && p.gtm.InTerminationList(GetUniqueRSName(vs, rs))}
 		}
+		a.setListed(rss)
 		st.applied[k] = a
+		fresh++
 	}
+	same := fresh == 0 && kept == len(st.applied)
+	if !same {
+		for k, a := range st.applied {
+			if a.seen != st.reads {
+				delete(st.applied, k)
+			}
+		}
+	}
+	t.allVSs = !consistent || !same
 
 	var b utilipset.Batch
 	existing, err := p.ipset.ListSets()
@@ -276,6 +293,7 @@ func (p *Proxier) readKernel() error {
 		return fmt.Errorf("creating ip sets: %w", err)
 	}
 	for id, set := range p.sets {
+		t.allEntries[id] = true
 		if !have.Has(set.Name) {
 			continue
 		}
@@ -286,6 +304,7 @@ func (p *Proxier) readKernel() error {
 		if old := prev[id]; old != nil && old.Len() == len(entries) && old.HasAll(entries...) {
 			// As last written: keep the set rather than build it again.
 			st.setApplied[id] = old
+			t.allEntries[id] = !consistent
 			continue
 		}
 		st.setApplied[id] = sets.New(entries...)
@@ -553,6 +572,8 @@ func (p *Proxier) syncRealServers(a *appliedVS, d *desiredVS) (errs []error) {
 		return nil
 	}
 	a.reconciled = nil
+	// What follows may change a.rss.
+	a.changing()
 	defer func() {
 		if len(errs) == 0 && len(a.rss) == len(d.rss) {
 			for _, cur := range a.rss {
