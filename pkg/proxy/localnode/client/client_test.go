@@ -245,3 +245,58 @@ func TestApplyRejectsBadOps(t *testing.T) {
 		})
 	}
 }
+
+// flaky fails its first n Syncs.
+type flaky struct {
+	mu    sync.Mutex
+	fails int
+	calls int
+	last  *localnode.State
+}
+
+func (f *flaky) Sync(_ context.Context, s *localnode.State) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.fails > 0 {
+		f.fails--
+		return fmt.Errorf("injected failure")
+	}
+	f.last = s
+	return nil
+}
+
+// TestRunBackendRetries: a failed Sync is retried with the same State without waiting
+// for a change on the server.
+func TestRunBackendRetries(t *testing.T) {
+	src := source.NewStatic()
+	fill(src, 3)
+	addr := "unix://" + filepath.Join(t.TempDir(), "ln.sock")
+	serve(t, src, addr)
+	b := &flaky{fails: 2}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- client.RunBackend(ctx, client.Options{Address: addr}, b, 10*time.Millisecond) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b.mu.Lock()
+		last, calls := b.last, b.calls
+		b.mu.Unlock()
+		if last != nil {
+			if calls != 3 || len(last.Services) != 3 {
+				t.Errorf("synced after %d calls with %d services, want 3 and 3", calls, len(last.Services))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no successful sync after %d calls", calls)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
