@@ -152,14 +152,16 @@ func newFakeProxier(t testing.TB, family v1.IPFamily, nodeIPs []string, opts fak
 		nodeIP = net.ParseIP(nodeIPs[0])
 	}
 	p, err := newProxier(ctx, config, family, env.ipt, env.ipvs, env.ipset, env.sysctl, det, testHostname, nodeIP, nil, nil, false, deps{
-		netlink:           env.netlink,
-		conntrack:         env.conntrack,
-		serviceHealth:     hs,
-		networkInterfacer: env.network,
-		kernelVersion:     func() (*version.Version, error) { return version.ParseGeneric(kv) },
-		clock:             env.clock,
-		noGracefulLoop:    true,
-		onSync:            opts.onSync,
+		netlink:        env.netlink,
+		conntrack:      env.conntrack,
+		kernelVersion:  func() (*version.Version, error) { return version.ParseGeneric(kv) },
+		clock:          env.clock,
+		noGracefulLoop: true,
+		HostOptions: syncshell.HostOptions{
+			ServiceHealthServer: hs,
+			NetworkInterfacer:   env.network,
+			SyncHook:            opts.onSync,
+		},
 	})
 	if err != nil {
 		t.Fatalf("newProxier: %v", err)

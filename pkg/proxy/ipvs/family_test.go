@@ -3,6 +3,7 @@
 package ipvs
 
 import (
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	conntracktest "k8s.io/net-utils/conntrack/testing"
 	ipsettest "k8s.io/net-utils/ipset/testing"
@@ -111,6 +113,17 @@ func TestBadConfiguration(t *testing.T) {
 			}
 		})
 	}
+	t.Run("dry run", func(t *testing.T) {
+		// The shared host options carry a dry-run writer, which IPVS mode
+		// cannot honour: it must refuse rather than program the host.
+		cfg := &kubeproxyconfig.KubeProxyConfiguration{}
+		_, err := newProxier(ctx, cfg, v1.IPv4Protocol, iptablestest.NewFake(), ipvstest.NewFake(), ipsettest.NewFake("v7.17"),
+			sysctltest.NewFake(), nil, testHostname, net.ParseIP("192.168.0.2"), nil, nil, false,
+			deps{HostOptions: syncshell.HostOptions{DryRun: io.Discard}})
+		if err == nil || !strings.Contains(err.Error(), "dry run") {
+			t.Errorf("error %v, want one about dry run", err)
+		}
+	})
 }
 
 func udpFlow(src, dst, replySrc string, dport, rport uint16) *netlink.ConntrackFlow {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 	utilipset "k8s.io/net-utils/ipset"
@@ -105,10 +106,11 @@ func kernelProxier(t *testing.T, f fam, ipt utiliptables.Interface, ips utilipse
 	config.SyncPeriod = metav1.Duration{Duration: 30e9}
 	p, err := newProxier(ctx, config, f.family, ipt, env.ipvs, ips, env.sysctl, proxyutil.NewDetectLocalByCIDR(f.clusterCIDR),
 		testHostname, net.ParseIP(f.node), nil, nil, false, deps{
-			netlink: env.netlink, conntrack: conntrack.NewFake(), serviceHealth: healthcheck.NewFakeServiceHealthServer(),
-			networkInterfacer: proxyutiltest.NewFakeNetwork(),
-			kernelVersion:     func() (*version.Version, error) { return version.MustParseGeneric("6.1"), nil },
-			noGracefulLoop:    true,
+			netlink: env.netlink, conntrack: conntrack.NewFake(),
+			HostOptions: syncshell.HostOptions{ServiceHealthServer: healthcheck.NewFakeServiceHealthServer(),
+				NetworkInterfacer: proxyutiltest.NewFakeNetwork()},
+			kernelVersion:  func() (*version.Version, error) { return version.MustParseGeneric("6.1"), nil },
+			noGracefulLoop: true,
 		})
 	if err != nil {
 		t.Fatal(err)

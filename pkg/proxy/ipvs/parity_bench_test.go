@@ -26,6 +26,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 	utilipset "k8s.io/net-utils/ipset"
@@ -255,13 +256,15 @@ func parityBenchSetup(b *testing.B, n int) (*Proxier, *parityBenchCounts, []*dis
 	p, err := newProxier(ctx, cfg, v1.IPv4Protocol,
 		parityBenchIPTables{iptablestest.NewFake(), c}, parityBenchIPVS{ipvstest.NewFake(), c}, parityBenchIPSet{ipsettest.NewFake("v7.17"), c},
 		sysctltest.NewFake(), proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"), testHostname, net.ParseIP("192.168.0.2"), nil, nil, false, deps{
-			netlink:           parityBenchNetlink{nl, c},
-			conntrack:         conntrack.NewFake(),
-			serviceHealth:     healthcheck.NewFakeServiceHealthServer(),
-			networkInterfacer: proxyutiltest.NewFakeNetwork(),
-			kernelVersion:     func() (*version.Version, error) { return version.ParseGeneric("5.15") },
-			clock:             testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)),
-			noGracefulLoop:    true,
+			netlink:   parityBenchNetlink{nl, c},
+			conntrack: conntrack.NewFake(),
+			HostOptions: syncshell.HostOptions{
+				ServiceHealthServer: healthcheck.NewFakeServiceHealthServer(),
+				NetworkInterfacer:   proxyutiltest.NewFakeNetwork(),
+			},
+			kernelVersion:  func() (*version.Version, error) { return version.ParseGeneric("5.15") },
+			clock:          testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)),
+			noGracefulLoop: true,
 		})
 	if err != nil {
 		b.Fatal(err)

@@ -249,14 +249,16 @@ func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step
 			det = proxyutil.NewDetectLocalByCIDR(cidr)
 		}
 		p, err := newProxier(ctx, cfg, fam, ipts[fam], fipvs, fipset, sysctl, det, sc.NodeName, net.ParseIP(nodeIP), nil, nil, false, deps{
-			netlink:           parityNetlink{links: links, isIPv6: fam == v1.IPv6Protocol},
-			conntrack:         conntrack.NewFake(),
-			serviceHealth:     healthcheck.NewFakeServiceHealthServer(),
-			networkInterfacer: network,
-			kernelVersion:     func() (*version.Version, error) { return version.ParseGeneric("5.15") },
-			clock:             testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)),
-			noGracefulLoop:    true,
-			onSync:            syncs[fam].record,
+			netlink:        parityNetlink{links: links, isIPv6: fam == v1.IPv6Protocol},
+			conntrack:      conntrack.NewFake(),
+			kernelVersion:  func() (*version.Version, error) { return version.ParseGeneric("5.15") },
+			clock:          testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)),
+			noGracefulLoop: true,
+			HostOptions: syncshell.HostOptions{
+				ServiceHealthServer: healthcheck.NewFakeServiceHealthServer(),
+				NetworkInterfacer:   network,
+				SyncHook:            syncs[fam].record,
+			},
 		})
 		if err != nil {
 			t.Fatalf("newProxier(%s): %v", fam, err)

@@ -114,17 +114,18 @@ func NewProxier(
 		recorder, healthzServer, initOnly, deps{})
 }
 
-// deps are what NewProxier takes from the host and tests replace.
+// deps are what NewProxier takes from the host and tests replace. The
+// options every mode shares (service health server, network interfacer,
+// sync hook) get the shared defaults; IPVS mode has no dry run, so DryRun
+// must stay nil.
 type deps struct {
-	netlink           NetLinkHandle
-	conntrack         conntrack.Interface
-	serviceHealth     healthcheck.ServiceHealthServer
-	networkInterfacer proxyutil.NetworkInterfacer
-	kernelVersion     func() (*version.Version, error)
-	clock             clock.WithTicker
+	syncshell.HostOptions
+	netlink       NetLinkHandle
+	conntrack     conntrack.Interface
+	kernelVersion func() (*version.Version, error)
+	clock         clock.WithTicker
 	// noGracefulLoop leaves the termination manager's loop to the test.
 	noGracefulLoop bool
-	onSync         func(syncshell.SyncResult)
 }
 
 func newProxier(
@@ -157,6 +158,8 @@ func newProxier(
 		return nil, fmt.Errorf("ipvs proxier (%s): nil ipset interface", ipFamily)
 	case sysctl == nil:
 		return nil, fmt.Errorf("ipvs proxier (%s): nil sysctl interface", ipFamily)
+	case d.DryRun != nil:
+		return nil, fmt.Errorf("ipvs proxier (%s): dry run is not supported in IPVS mode", ipFamily)
 	}
 	if d.kernelVersion == nil {
 		d.kernelVersion = utilkernel.GetVersion
@@ -192,21 +195,10 @@ func newProxier(
 	if d.netlink == nil {
 		d.netlink = NewNetLinkHandle(ipFamily == v1.IPv6Protocol)
 	}
-	if d.networkInterfacer == nil {
-		d.networkInterfacer = proxyutil.RealNetwork{}
-	}
 	if d.conntrack == nil {
 		d.conntrack = conntrack.New()
 	}
-	if d.serviceHealth == nil {
-		var hc interface {
-			Health() healthcheck.ProxyHealth
-		}
-		if healthzServer != nil {
-			hc = healthzServer
-		}
-		d.serviceHealth = healthcheck.NewServiceHealthServer(nodeName, recorder, nodePortAddresses, hc, ipFamily)
-	}
+	d.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
 	logger.V(2).Info("Record nodeIP and family", "nodeIP", nodeIP, "family", ipFamily)
 
 	p := &Proxier{
@@ -222,7 +214,7 @@ func newProxier(
 		localDetector:     localDetector,
 		nodeIP:            nodeIP,
 		nodePortAddresses: nodePortAddresses,
-		networkInterfacer: d.networkInterfacer,
+		networkInterfacer: d.NetworkInterfacer,
 		excludeCIDRs:      excludeCIDRs,
 		logger:            logger,
 		st:                newState(),
@@ -238,9 +230,9 @@ func newProxier(
 	// As upstream, syncPeriod is both the retry interval and the longest
 	// time between syncs; the shell adds the hourly full sync.
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, d.serviceHealth, conntrack.StaleEntriesCleaner(d.conntrack, ipFamily))
+		healthzServer, d.ServiceHealthServer, conntrack.StaleEntriesCleaner(d.conntrack, ipFamily))
 	shellOpts.MakeServicePort = newServiceInfo
-	shellOpts.Logger, shellOpts.OnSync = &logger, d.onSync
+	shellOpts.Logger, shellOpts.OnSync = &logger, d.SyncHook
 	// Upstream rewrote everything every syncPeriod; here partial syncs
 	// leave what did not change alone, and a cheap check once per
 	// syncPeriod (RulesMissing) notices state removed behind our back.
