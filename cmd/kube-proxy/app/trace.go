@@ -470,25 +470,34 @@ func detectMode(ctx context.Context, netns string, family v1.IPFamily) string {
 }
 
 func readLive(ctx context.Context, netns, mode string, family v1.IPFamily) (trace.Tracer, error) {
+	data, err := readLiveText(ctx, netns, mode, family)
+	if err != nil {
+		return nil, err
+	}
+	return parseLive(data, mode)
+}
+
+// readLiveText reads the rules from the kernel: the packet family's and
+// inet tables in nftables mode, the family's tables in iptables mode.
+func readLiveText(ctx context.Context, netns, mode string, family v1.IPFamily) ([]byte, error) {
 	switch kubeproxyconfig.ProxyMode(mode) {
 	case kubeproxyconfig.ProxyModeNFTables:
-		out, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset")
-		if err != nil {
-			return nil, err
-		}
-		return trace.ParseNFTJSON(out, "kube-proxy")
+		return inNetns(ctx, netns, "nft", "-j", "list", "ruleset")
 	case kubeproxyconfig.ProxyModeIPTables, "":
 		save := "iptables-save"
 		if family == v1.IPv6Protocol {
 			save = "ip6tables-save"
 		}
-		out, err := inNetns(ctx, netns, save)
-		if err != nil {
-			return nil, err
-		}
-		return trace.ParseIPTablesSave(string(out))
+		return inNetns(ctx, netns, save)
 	}
 	return nil, fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
+}
+
+func parseLive(data []byte, mode string) (trace.Tracer, error) {
+	if kubeproxyconfig.ProxyMode(mode) == kubeproxyconfig.ProxyModeNFTables {
+		return trace.ParseNFTJSON(data, "kube-proxy")
+	}
+	return trace.ParseIPTablesSave(string(data))
 }
 
 // readLocalAddrs lists the addresses of every interface (`ip -j addr`).

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
@@ -189,17 +190,32 @@ func BenchmarkTraceLive(b *testing.B) {
 			}
 			node := &trace.Node{LocalAddrs: []netip.Addr{netip.MustParseAddr("198.18.0.10")}}
 			ctx := context.Background()
+			var read, parse, one time.Duration
 			for b.Loop() {
-				tr, err := readLive(ctx, ns, mode, v1.IPv4Protocol)
+				start := time.Now()
+				data, err := readLiveText(ctx, ns, mode, v1.IPv4Protocol)
 				if err != nil {
 					b.Fatal(err)
 				}
+				read += time.Since(start)
+				start = time.Now()
+				tr, err := parseLive(data, mode)
+				if err != nil {
+					b.Fatal(err)
+				}
+				parse += time.Since(start)
+				start = time.Now()
 				r, err := tr.Trace(benchPacket, node)
 				if err != nil {
 					b.Fatal(err)
 				}
+				one += time.Since(start)
 				checkBenchResult(b, r)
 			}
+			n := float64(b.N)
+			b.ReportMetric(float64(read.Milliseconds())/n, "read-ms/op")
+			b.ReportMetric(float64(parse.Milliseconds())/n, "parse-ms/op")
+			b.ReportMetric(float64(one.Microseconds())/n/1000, "trace-ms/op")
 		})
 	}
 }

@@ -3,6 +3,7 @@ package trace
 import (
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -68,14 +69,11 @@ func annotateNFTName(name string) (svc, ep string) {
 }
 
 func parsePortOrZero(s string) uint16 {
-	var n uint16
-	for _, c := range s {
-		if c < '0' || c > '9' || n > 6553 {
-			return 0
-		}
-		n = n*10 + uint16(c-'0')
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		return 0
 	}
-	return n
+	return uint16(n)
 }
 
 // iptablesOwned reports whether kube-proxy owns an iptables chain.

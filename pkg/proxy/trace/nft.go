@@ -407,7 +407,7 @@ func (w *nftWalk) ctFlags(field string, s *pstate) []string {
 	return nil
 }
 
-func (w *nftWalk) setLookup(name string, key []datum, s *pstate) (*nElem, string) {
+func (w *nftWalk) setLookup(name string, key []datum) (*nElem, string) {
 	set := w.set(name)
 	if set == nil {
 		return nil, fmt.Sprintf("set or map @%s is not in the ruleset", name)
@@ -551,7 +551,7 @@ func (w *nftWalk) evalStmt(stmt *nStmt, s pstate, st Step) ([]nftBranch, error) 
 		var m bool
 		switch {
 		case stmt.setName != "":
-			e, reason := w.setLookup(stmt.setName, key, &s)
+			e, reason := w.setLookup(stmt.setName, key)
 			if reason != "" {
 				return w.unknownBranch(s, reason), nil
 			}
@@ -582,7 +582,7 @@ func (w *nftWalk) evalStmt(stmt *nStmt, s pstate, st Step) ([]nftBranch, error) 
 		var e *nElem
 		if stmt.setName != "" {
 			var reason string
-			if e, reason = w.setLookup(stmt.setName, key, &s); reason != "" {
+			if e, reason = w.setLookup(stmt.setName, key); reason != "" {
 				return w.unknownBranch(s, reason), nil
 			}
 		} else {
@@ -630,7 +630,7 @@ func (w *nftWalk) evalStmt(stmt *nStmt, s pstate, st Step) ([]nftBranch, error) 
 		}
 		var e *nElem
 		if stmt.setName != "" {
-			if e, reason = w.setLookup(stmt.setName, key, &s); reason != "" {
+			if e, reason = w.setLookup(stmt.setName, key); reason != "" {
 				return w.unknownBranch(s, reason), nil
 			}
 		} else {

@@ -365,3 +365,29 @@ func readTestdata(t testing.TB, name string) string {
 	}
 	return string(b)
 }
+
+func TestAnnotations(t *testing.T) {
+	for _, tc := range []struct{ name, svc, ep string }{
+		{"service-AXK6CI2C-demo/web/tcp/http", "demo/web:http", ""},
+		{"endpoint-YVAMPADO-kube-system/kube-dns/udp/dns__198.19.1.53/53", "kube-system/kube-dns:dns", "198.19.1.53:53"},
+		{"endpoint-X-ns/s/tcp/p__fd00::1/65535", "ns/s:p", "[fd00::1]:65535"},
+		{"endpoint-X-ns/s/tcp/p__10.0.0.1/65536", "ns/s:p", "10.0.0.1:0"},
+		{"services", "", ""},
+		{"service-nohash", "", ""},
+	} {
+		if svc, ep := annotateNFTName(tc.name); svc != tc.svc || ep != tc.ep {
+			t.Errorf("annotateNFTName(%q) = %q, %q; want %q, %q", tc.name, svc, ep, tc.svc, tc.ep)
+		}
+	}
+	for _, tc := range []struct{ comment, svc, ep string }{
+		{"ns1/svc1:p80 cluster IP", "ns1/svc1:p80", ""},
+		{"ns1/svc1:p80 -> 10.0.1.1:8080", "ns1/svc1:p80", "10.0.1.1:8080"},
+		{"pod traffic for ns2/web:https external destinations", "ns2/web:https", ""},
+		{"ns2/web", "ns2/web", ""},
+		{"kubernetes service portals", "", ""},
+	} {
+		if svc, ep := annotateComment(tc.comment); svc != tc.svc || ep != tc.ep {
+			t.Errorf("annotateComment(%q) = %q, %q; want %q, %q", tc.comment, svc, ep, tc.svc, tc.ep)
+		}
+	}
+}
