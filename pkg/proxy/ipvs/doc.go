@@ -6,10 +6,12 @@
 //
 // Upstream re-lists every virtual server, its real servers and every ip set
 // on every sync. Here the backend keeps an authoritative view of what it
-// programmed: a full sync lists the kernel and reconciles everything, a
-// partial sync reconciles only the virtual servers, ip set entries and
-// addresses of the service ports that changed, so a one-endpoint change costs
-// O(1) IPVS netlink operations and one "ipset restore". Traffic policy,
+// programmed: a full sync lists the kernel and reconciles everything (or,
+// where the kernel holds exactly what the previous, successful, sync left,
+// only what the ports changed since want), a partial sync reconciles only the
+// virtual servers, ip set entries and addresses of the service ports that
+// changed, so a one-endpoint change costs O(1) IPVS netlink operations and one
+// "ipset restore". Traffic policy,
 // topology and the terminating-endpoint fallback are the brain's
 // (syncshell.Update.Policy); this package only programs them.
 //
