@@ -29,7 +29,7 @@ const (
 	DefaultMaxTombstones   = 10000
 	DefaultMaxLog          = 100000
 	DefaultMaxWatches      = 1000
-	DefaultMaxEventBytes   = 1 << 20
+	DefaultMaxEventBytes   = 256 << 10
 	DefaultAddress         = "unix:///run/kube-proxy/localnode.sock"
 	defaultMinSyncInterval = 100 * time.Millisecond
 )
@@ -345,12 +345,13 @@ func (s *Server) Watch(req *localnodev1.WatchRequest, stream localnodev1.LocalNo
 	logger := klog.FromContext(ctx)
 	first := true
 	for {
-		ops, rev, reset, notify := s.store.since(from, req.GetFullState(), f)
+		keys, rev, reset, notify := s.store.keysSince(from, req.GetFullState(), f)
 		// The first batch is always sent, even empty, so a resuming client learns it is
-		// up to date.
-		// A revision that changed nothing this watcher asked for is not sent.
-		if first || reset || len(ops) > 0 {
-			if err := s.send(stream, ops, rev, reset); err != nil {
+		// up to date; later, a revision that changed nothing this watcher asked for is
+		// not sent.
+		if first || reset || len(keys) > 0 {
+			var err error
+			if rev, err = s.send(stream, f, keys, rev, reset); err != nil {
 				logger.V(2).Info("Watch ended", "err", err)
 				return err
 			}
@@ -364,8 +365,23 @@ func (s *Server) Watch(req *localnodev1.WatchRequest, stream localnodev1.LocalNo
 	}
 }
 
-// send sends one batch as events of at most MaxEventBytes, the last one synced.
-func (s *Server) send(stream localnodev1.LocalNode_WatchServer, ops []*localnodev1.Op, rev uint64, reset bool) error {
+// lookupChunk is how many keys send reads from the store under one lock.
+const lookupChunk = 256
+
+// maxCatchUp bounds the rounds send spends re-sending keys that changed while it was
+// sending, so a watcher under constant churn still reaches a synced event.
+const maxCatchUp = 3
+
+// errCompacted ends a watch whose pending deletions were compacted while it was being
+// sent; the client's reconnect gets a full state.
+var errCompacted = status.Error(codes.Aborted, "deletions were compacted while sending; reconnect for the full state")
+
+// send sends one batch, keys read from the store as each event is built (so a slow
+// watcher holds names, not a copy of old values), in events of at most MaxEventBytes,
+// the last one synced. Values read late may be newer than rev: keys that changed while
+// sending are sent again at the end (up to maxCatchUp rounds), and the synced event
+// carries the revision reached, which send returns.
+func (s *Server) send(stream localnodev1.LocalNode_WatchServer, f *filter, keys []key, rev uint64, reset bool) (uint64, error) {
 	ev := &localnodev1.WatchEvent{InstanceId: s.instance, Reset_: reset}
 	size := 0
 	flush := func(last bool) error {
@@ -381,17 +397,42 @@ func (s *Server) send(stream localnodev1.LocalNode_WatchServer, ops []*localnode
 		size = 0
 		return nil
 	}
-	for _, op := range ops {
-		n := proto.Size(op) + 4
-		if size > 0 && size+n > s.opts.MaxEventBytes {
-			if err := flush(false); err != nil {
-				return err
+	ops := make([]*localnodev1.Op, 0, lookupChunk)
+	for round := 0; ; round++ {
+		for i := 0; i < len(keys); i += lookupChunk {
+			ops = s.store.lookup(keys[i:min(i+lookupChunk, len(keys))], ops[:0])
+			for _, op := range ops {
+				if op == nil {
+					if reset {
+						continue // gone: a client starting over never had it
+					}
+					return rev, errCompacted
+				}
+				n := proto.Size(op) + 4
+				if size > 0 && size+n > s.opts.MaxEventBytes {
+					if err := flush(false); err != nil {
+						return rev, err
+					}
+				}
+				ev.Ops = append(ev.Ops, op)
+				size += n
 			}
+			clear(ops)
 		}
-		ev.Ops = append(ev.Ops, op)
-		size += n
+		if round == maxCatchUp {
+			break
+		}
+		more, now, compacted, _ := s.store.keysSince(rev, false, f)
+		if compacted {
+			return rev, errCompacted
+		}
+		rev = now
+		if len(more) == 0 {
+			break
+		}
+		keys = more
 	}
-	return flush(true)
+	return rev, flush(true)
 }
 
 // ErrNoState is returned by State before the server is ready.
@@ -425,6 +466,6 @@ func (s *Server) Snapshot(ctx context.Context, req *localnodev1.WatchRequest) ([
 	case <-ctx.Done():
 		return nil, 0, fmt.Errorf("waiting for a complete state: %w", context.Cause(ctx))
 	}
-	ops, rev, _, _ := s.store.since(0, true, f)
+	ops, rev, _ := s.store.since(0, true, f)
 	return ops, rev, nil
 }

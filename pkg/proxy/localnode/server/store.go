@@ -153,21 +153,22 @@ func (f *filter) wants(k key) bool {
 	return f.global
 }
 
-// since returns the ops a watcher at revision from must apply to reach the current
-// revision, which it also returns. reset is true (and ops the whole state) when from is 0,
-// full is set, or from is older than what the store can describe as changes.
-func (s *store) since(from uint64, full bool, f *filter) (ops []*localnodev1.Op, rev uint64, reset bool, notify <-chan struct{}) {
+// keysSince returns the keys a watcher at revision from must be sent to reach the
+// current revision, which it also returns. reset is true (and the keys those of the whole
+// state) when from is 0, full is set, or from is older than what the store can describe
+// as changes. Keys, not values: a slow watcher then pins no old values, only names.
+func (s *store) keysSince(from uint64, full bool, f *filter) (keys []key, rev uint64, reset bool, notify <-chan struct{}) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	rev, notify = s.rev, s.notify
 	if from == 0 || full || from < s.compacted || from > s.rev {
-		ops = make([]*localnodev1.Op, 0, len(s.entries)-s.dead)
+		keys = make([]key, 0, len(s.entries)-s.dead)
 		for k, e := range s.entries {
 			if !e.dead && f.wants(k) {
-				ops = append(ops, e.op)
+				keys = append(keys, k)
 			}
 		}
-		return ops, rev, true, notify
+		return keys, rev, true, notify
 	}
 	if from == s.rev {
 		return nil, rev, false, notify
@@ -180,18 +181,42 @@ func (s *store) since(from uint64, full bool, f *filter) (ops []*localnodev1.Op,
 				continue
 			}
 			seen[le.key] = struct{}{}
-			if e := s.entries[le.key]; e != nil {
-				ops = append(ops, e.op)
-			}
+			keys = append(keys, le.key)
 		}
-		return ops, rev, false, notify
+		return keys, rev, false, notify
 	}
 	for k, e := range s.entries {
 		if e.rev > from && f.wants(k) {
-			ops = append(ops, e.op)
+			keys = append(keys, k)
 		}
 	}
-	return ops, rev, false, notify
+	return keys, rev, false, notify
+}
+
+// lookup returns the current op of each key (nil for a key the store no longer holds:
+// a tombstone compacted away).
+func (s *store) lookup(keys []key, out []*localnodev1.Op) []*localnodev1.Op {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, k := range keys {
+		var op *localnodev1.Op
+		if e := s.entries[k]; e != nil {
+			op = e.op
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// since is keysSince with the current values, for one-shot readers (Snapshot).
+func (s *store) since(from uint64, full bool, f *filter) (ops []*localnodev1.Op, rev uint64, reset bool) {
+	keys, rev, reset, _ := s.keysSince(from, full, f)
+	for _, op := range s.lookup(keys, nil) {
+		if op != nil {
+			ops = append(ops, op)
+		}
+	}
+	return ops, rev, reset
 }
 
 // revision returns the current revision.
