@@ -24,7 +24,7 @@ func TestNeverReadingWatchersBoundedMemory(t *testing.T) {
 		t.Skip("short mode")
 	}
 	const services, changes = 1000, 500
-	const stuck = 20
+	const stuck = 10
 	src := source.NewStatic()
 	cluster(src, services, 10)
 	r := start(t, src, t.TempDir(), Options{})
