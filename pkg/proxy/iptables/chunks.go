@@ -4,6 +4,7 @@ package iptables
 
 import (
 	"bytes"
+	"slices"
 
 	utiliptables "k8s.io/net-utils/iptables"
 )
@@ -114,6 +115,10 @@ func (c *chunking) restoreInput(dst []byte, t *tables, filter, natTop bool, stal
 		return t.restoreInput(dst, filter, natTop, stale)
 	}
 	cuts := c.plan(max)
+	// The index of a large split is not worth keeping between full syncs,
+	// which large clusters make rarely; the slices below stay valid.
+	decls, rules := c.decls, c.rules
+	c.index, c.decls, c.rules, c.sufMin = nil, nil, nil, nil
 	if cuts == nil {
 		return t.restoreInput(dst[:start], filter, natTop, stale)
 	}
@@ -137,10 +142,10 @@ func (c *chunking) restoreInput(dst []byte, t *tables, filter, natTop bool, stal
 	for _, cut := range cuts {
 		dst = append(dst, "*nat\n"...)
 		if cut.decl > declFrom {
-			dst = append(dst, portChains[c.decls[declFrom].start:c.decls[cut.decl-1].end]...)
+			dst = append(dst, portChains[decls[declFrom].start:decls[cut.decl-1].end]...)
 		}
 		if cut.rule > ruleFrom {
-			dst = append(dst, portRules[c.rules[ruleFrom].start:c.rules[cut.rule-1].end]...)
+			dst = append(dst, portRules[rules[ruleFrom].start:rules[cut.rule-1].end]...)
 		}
 		dst = append(dst, "COMMIT\n"...)
 		declFrom, ruleFrom = cut.decl, cut.rule
@@ -180,6 +185,8 @@ func (c *chunking) parse(chains, rules []byte) bool {
 	}
 	clear(c.index)
 	c.decls, c.rules = c.decls[:0], c.rules[:0]
+	c.decls = slices.Grow(c.decls, bytes.Count(chains, []byte{'\n'}))
+	c.rules = slices.Grow(c.rules, bytes.Count(rules, []byte{'\n'}))
 	for off := 0; off < len(chains); {
 		end := bytes.IndexByte(chains[off:], '\n')
 		if end < 0 || chains[off] != ':' {
@@ -258,8 +265,7 @@ type cut struct{ decl, rule int }
 // no split is possible.
 func (c *chunking) plan(maxChains int) []cut {
 	n := len(c.rules)
-	c.sufMin = c.sufMin[:0]
-	c.sufMin = append(c.sufMin, make([]int32, n+1)...)
+	c.sufMin = slices.Grow(c.sufMin[:0], n+1)[:n+1]
 	c.sufMin[n] = int32(len(c.decls))
 	for k := n - 1; k >= 0; k-- {
 		c.sufMin[k] = min(c.sufMin[k+1], c.rules[k].min)
