@@ -21,7 +21,10 @@
 // that talks to iptables: jump rules and nfacct counters on full syncs,
 // iptables-save to find leftovers on full syncs, and the restore. A dry run
 // (WithDryRun) gives the syncer an Interface that writes each restore to an
-// io.Writer and reads as an empty kernel (dryrun.go).
+// io.Writer and reads as an empty kernel (dryrun.go). On iptables-nft a
+// large restore is fed as several nat transactions, whole service ports
+// each, dispatch last (chunks.go): one big one costs iptables-nft-restore
+// time quadratic in its chains.
 //
 // Model: each re-rendered service port is converted into the library's
 // node-local model (pkg/proxy/localnode, what third-party backends and the
