@@ -95,16 +95,26 @@ func iptComparable(ch *IPTChain, builtin bool) []*IPTRule {
 	if ch == nil {
 		return nil
 	}
-	if !builtin {
-		return ch.Rules
-	}
 	var out []*IPTRule
 	for _, r := range ch.Rules {
-		if iptablesOwned(r.target) && !strings.HasSuffix(r.target, "-CANARY") {
-			out = append(out, r)
+		if builtin && (!iptablesOwned(r.target) || strings.HasSuffix(r.target, "-CANARY")) {
+			continue
 		}
+		if localhostNodePortCounter(r) {
+			continue
+		}
+		out = append(out, r)
 	}
 	return out
+}
+
+// localhostNodePortCounter reports kube-proxy's rule that counts localhost
+// NodePort connections with nfacct. kube-proxy writes it only when the
+// kernel has nfnetlink_acct, which --dry-run does not assume; it jumps
+// where the NodePort rule after it does, so leaving it out of a comparison
+// hides no change of behaviour.
+func localhostNodePortCounter(r *IPTRule) bool {
+	return r.Chain == "KUBE-NODEPORTS" && wordAfter(r.Words, "--nfacct-name") == "localhost_nps_accepted_pkts"
 }
 
 // canonical is the rule's meaning as a string.
