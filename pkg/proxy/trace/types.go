@@ -174,7 +174,9 @@ func (s Step) String() string {
 		b.WriteString(s.Chain + ": ")
 	}
 	if s.Rule != "" {
-		b.WriteString(s.Rule)
+		// An iptables rule repeats its chain ("-A CHAIN ..."), which the
+		// line already shows.
+		b.WriteString(strings.TrimPrefix(s.Rule, "-A "+s.Chain+" "))
 	}
 	if s.Lookup != "" {
 		if s.Rule != "" {
