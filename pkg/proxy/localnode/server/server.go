@@ -345,7 +345,12 @@ func (s *Server) Watch(req *localnodev1.WatchRequest, stream localnodev1.LocalNo
 	logger := klog.FromContext(ctx)
 	first := true
 	for {
-		keys, rev, reset, notify := s.store.keysSince(from, req.GetFullState(), f)
+		keys, rev, reset, notify := s.store.keysSince(from, false, f)
+		// A full-state watcher is sent the whole state, but only when something it asked
+		// for changed.
+		if req.GetFullState() && (first || reset || len(keys) > 0) {
+			keys, rev, reset, notify = s.store.keysSince(from, true, f)
+		}
 		// The first batch is always sent, even empty, so a resuming client learns it is
 		// up to date; later, a revision that changed nothing this watcher asked for is
 		// not sent.

@@ -124,8 +124,18 @@ func TestFullStateMode(t *testing.T) {
 	if b := next(t, ch); !b.Reset || len(b.Ops) != 5 {
 		t.Fatalf("first batch: reset=%v, %d ops", b.Reset, len(b.Ops))
 	}
+	// A change outside the node-local view (a label) sends nothing; the next real
+	// change sends the whole state again.
+	labelled := svc(1)
+	labelled.Labels = map[string]string{"team": "a"}
+	src.SetService(labelled)
 	src.SetEndpointSlice(slice(2, 2, 1))
 	if b := next(t, ch); !b.Reset || len(b.Ops) != 5 {
 		t.Fatalf("after a change: reset=%v, %d ops, want the whole state", b.Reset, len(b.Ops))
+	}
+	select {
+	case b := <-ch:
+		t.Errorf("an extra batch (%d ops) for a change the watcher did not ask for", len(b.Ops))
+	case <-time.After(100 * time.Millisecond):
 	}
 }
