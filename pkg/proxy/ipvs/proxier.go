@@ -335,8 +335,6 @@ type servicePortInfo struct {
 	*proxy.BaseServicePortInfo
 	nameString string
 	protocol   string // lower case, as ipset spells it
-	// invalid, if non-empty, says why nothing may be programmed for it.
-	invalid string
 }
 
 func newServiceInfo(port *v1.ServicePort, service *v1.Service, base *proxy.BaseServicePortInfo) proxy.ServicePort {
@@ -346,18 +344,6 @@ func newServiceInfo(port *v1.ServicePort, service *v1.Service, base *proxy.BaseS
 		BaseServicePortInfo: base,
 		nameString:          name.String(),
 		protocol:            strings.ToLower(string(base.Protocol())),
-	}
-	switch {
-	case base.ClusterIP() == nil || base.ClusterIP().IsUnspecified():
-		info.invalid = "missing or unspecified cluster IP"
-	case base.Port() <= 0 || base.Port() > 65535:
-		info.invalid = fmt.Sprintf("port %d out of range", base.Port())
-	case base.NodePort() < 0 || base.NodePort() > 65535:
-		info.invalid = fmt.Sprintf("nodePort %d out of range", base.NodePort())
-	case base.HealthCheckNodePort() < 0 || base.HealthCheckNodePort() > 65535:
-		info.invalid = fmt.Sprintf("healthCheckNodePort %d out of range", base.HealthCheckNodePort())
-	case info.protocol != utilipset.ProtocolTCP && info.protocol != utilipset.ProtocolUDP && info.protocol != utilipset.ProtocolSCTP:
-		info.invalid = fmt.Sprintf("unsupported protocol %q", base.Protocol())
 	}
 	return info
 }

@@ -40,25 +40,21 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 
 // ValidServicePort leaves out service ports nothing can be programmed for.
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	info, ok := svc.(*servicePortInfo)
-	switch {
-	case !ok:
-		b.logger.Error(nil, "Skipping service port of unexpected type", "servicePortName", name, "type", fmt.Sprintf("%T", svc))
-	case info.invalid != "":
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", info.invalid)
-	default:
-		return true
+	why := proxy.ServicePortProblem(b.ipFamily, svc)
+	if _, ok := svc.(*servicePortInfo); !ok {
+		why = fmt.Sprintf("unexpected type %T", svc)
 	}
-	return false
+	if why != "" {
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", why)
+		return false
+	}
+	return true
 }
 
 // ValidEndpoint leaves out endpoints that cannot be real servers.
 func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	if _, ok := ep.(*proxy.BaseEndpointInfo); ok {
-		return true
-	}
-	if _, err := endpointKey(ep); err != nil {
-		b.logger.Error(err, "Skipping endpoint", "servicePortName", name.String(), "endpoint", ep.String())
+	if why := proxy.EndpointProblem(b.ipFamily, ep); why != "" {
+		b.logger.Error(nil, "Skipping endpoint", "servicePortName", name.String(), "endpoint", ep.String(), "reason", why)
 		return false
 	}
 	return true

@@ -352,21 +352,8 @@ func (b *rulesBackend) RulesMissing(ctx context.Context) bool {
 // which API-server validation prevents but third-party ServicePort
 // implementations might not.
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	p := (*Proxier)(b)
-	logger := p.logger.WithValues("servicePort", name.String())
-	clusterIP := svc.ClusterIP()
-	if clusterIP == nil || (p.ipFamily == v1.IPv4Protocol) != (clusterIP.To4() != nil) {
-		logger.Error(nil, "Skipping service port with a cluster IP of the wrong family or none", "clusterIP", clusterIP)
-		return false
-	}
-	switch svc.Protocol() {
-	case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
-	default:
-		logger.Error(nil, "Skipping service port with unsupported protocol", "protocol", svc.Protocol())
-		return false
-	}
-	if svc.Port() <= 0 || svc.Port() > 65535 || svc.NodePort() < 0 || svc.NodePort() > 65535 {
-		logger.Error(nil, "Skipping service port with an out-of-range port", "port", svc.Port(), "nodePort", svc.NodePort())
+	if why := proxy.ServicePortProblem(b.ipFamily, svc); why != "" {
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", why)
 		return false
 	}
 	return true
@@ -374,15 +361,10 @@ func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.Se
 
 // ValidEndpoint accepts the proxier's own endpoints (validated when the
 // tracker made them) and foreign ones with an address of this family and a
-// valid port.
+// port in range.
 func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	if _, ok := ep.(*proxy.BaseEndpointInfo); ok {
-		return true
-	}
-	p := (*Proxier)(b)
-	ip := net.ParseIP(ep.IP())
-	if ip == nil || (p.ipFamily == v1.IPv4Protocol) != (ip.To4() != nil) || ep.Port() <= 0 || ep.Port() > 65535 {
-		p.logger.Error(nil, "Skipping invalid endpoint", "servicePort", name.String(), "endpoint", ep.String())
+	if why := proxy.EndpointProblem(b.ipFamily, ep); why != "" {
+		b.logger.Error(nil, "Skipping invalid endpoint", "servicePort", name.String(), "endpoint", ep.String(), "reason", why)
 		return false
 	}
 	return true
