@@ -482,7 +482,22 @@ func readLive(ctx context.Context, netns, mode string, family v1.IPFamily) (trac
 func readLiveText(ctx context.Context, netns, mode string, family v1.IPFamily) ([]byte, error) {
 	switch kubeproxyconfig.ProxyMode(mode) {
 	case kubeproxyconfig.ProxyModeNFTables:
-		return inNetns(ctx, netns, "nft", "-j", "list", "ruleset")
+		// Only the tables a packet of this family can cross: on a
+		// dual-stack node the other family's (as large) table would
+		// double the read.
+		fam := "ip"
+		if family == v1.IPv6Protocol {
+			fam = "ip6"
+		}
+		own, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset", fam)
+		if err != nil {
+			return nil, err
+		}
+		inet, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset", "inet")
+		if err != nil {
+			return nil, err
+		}
+		return joinNFTJSON(own, inet)
 	case kubeproxyconfig.ProxyModeIPTables, "":
 		save := "iptables-save"
 		if family == v1.IPv6Protocol {
@@ -491,6 +506,22 @@ func readLiveText(ctx context.Context, netns, mode string, family v1.IPFamily) (
 		return inNetns(ctx, netns, save)
 	}
 	return nil, fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
+}
+
+// joinNFTJSON joins two `nft -j` documents ({"nftables": [...]}) into one.
+func joinNFTJSON(a, b []byte) ([]byte, error) {
+	ai, bi := bytes.IndexByte(a, '['), bytes.IndexByte(b, '[')
+	aj, bj := bytes.LastIndexByte(a, ']'), bytes.LastIndexByte(b, ']')
+	if ai < 0 || bi < 0 || aj < ai || bj < bi {
+		return nil, fmt.Errorf("nft -j output is not {\"nftables\": [...]}")
+	}
+	out := make([]byte, 0, len(a)+len(b))
+	out = append(out, a[:aj]...)
+	if inner := bytes.TrimSpace(b[bi+1 : bj]); len(inner) > 0 {
+		out = append(out, ',')
+		out = append(out, inner...)
+	}
+	return append(out, a[aj:]...), nil
 }
 
 func parseLive(data []byte, mode string) (trace.Tracer, error) {

@@ -292,3 +292,22 @@ func TestTraceLiveKernel(t *testing.T) {
 		})
 	}
 }
+
+func TestJoinNFTJSON(t *testing.T) {
+	a := []byte(`{"nftables": [{"metainfo": {}}, {"table": {"family": "ip", "name": "kube-proxy"}}]}` + "\n")
+	b := []byte(`{"nftables": [{"metainfo": {}}, {"table": {"family": "inet", "name": "filter"}}]}`)
+	j, err := joinNFTJSON(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nft, err := trace.ParseNFTJSON(j, "kube-proxy")
+	if err != nil {
+		t.Fatalf("%v: %s", err, j)
+	}
+	if len(nft.Tables) != 2 {
+		t.Errorf("joined %d tables from %s", len(nft.Tables), j)
+	}
+	if _, err := joinNFTJSON([]byte("nope"), b); err == nil {
+		t.Errorf("no error for a non-document")
+	}
+}
