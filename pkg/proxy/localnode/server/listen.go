@@ -37,7 +37,7 @@ type ServeOptions struct {
 }
 
 // Listen opens the listener an address names. A unix socket's directory is created,
-// a stale socket file replaced, and the socket made accessible to its owner only.
+// a stale socket file (one nobody answers on) replaced, and the socket made accessible to its owner only.
 func Listen(address string) (net.Listener, error) {
 	switch {
 	case strings.HasPrefix(address, "unix://"):
@@ -47,6 +47,12 @@ func Listen(address string) (net.Listener, error) {
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("address %q: %w", address, err)
+		}
+		// A socket file someone still answers on is not stale: refuse rather than
+		// take a running server's address away.
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("address %q: a server is already listening there", address)
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("address %q: removing stale socket: %w", address, err)

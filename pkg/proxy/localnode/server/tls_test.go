@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
 	"net"
 	"strings"
@@ -137,5 +138,32 @@ func TestFullStateMode(t *testing.T) {
 	case b := <-ch:
 		t.Errorf("an extra batch (%d ops) for a change the watcher did not ask for", len(b.Ops))
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestListenUnix: a stale socket file is replaced, a live one is not taken over, and a
+// bad address is refused with the reason.
+func TestListenUnix(t *testing.T) {
+	dir := t.TempDir()
+	addr := "unix://" + dir + "/sub/ln.sock"
+	l, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(addr); err == nil || !strings.Contains(err.Error(), "already listening") {
+		t.Errorf("second Listen on a live socket: err = %v", err)
+	}
+	// Closing a unix listener removes its file; leave a stale one behind instead.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	l, err = Listen(addr)
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	l.Close()
+	for _, bad := range []string{"unix://", "http://x", "/run/x.sock"} {
+		if _, err := Listen(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("address %q", bad)) {
+			t.Errorf("Listen(%q): err = %v", bad, err)
+		}
 	}
 }
