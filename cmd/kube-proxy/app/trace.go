@@ -62,7 +62,7 @@ masquerading, and the chains, rules and map lookups that decide it, each
 annotated with the Service and endpoint it belongs to.
 
 By default it reads the live rules of this node (iptables-save, or nft -j list
-ruleset in nftables mode); --netns reads those of another network namespace.
+ruleset of the packet's family and inet in nftables mode); --netns reads those of another network namespace.
 With --manifests (or --kubeconfig/--master) it computes the rules kube-proxy
 would program instead, without touching the host; with --live as well, it
 traces the live rules and says whether they differ from the computed ones.
