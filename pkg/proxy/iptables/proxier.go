@@ -329,19 +329,8 @@ func newServiceInfo(port *v1.ServicePort, service *v1.Service, base *proxy.BaseS
 	info.firewallChain = utiliptables.Chain(fwChainPrefix + h)
 	info.externalChain = utiliptables.Chain(extChainPrefix + h)
 
-	switch {
-	case !safeForRules(info.nameString):
+	if !safeForRules(info.nameString) {
 		info.invalid = "name contains characters that cannot be written into an iptables comment"
-	case base.ClusterIP() == nil || base.ClusterIP().IsUnspecified():
-		info.invalid = "missing or unspecified cluster IP"
-	case base.Port() <= 0 || base.Port() > 65535:
-		info.invalid = fmt.Sprintf("port %d out of range", base.Port())
-	case base.NodePort() < 0 || base.NodePort() > 65535:
-		info.invalid = fmt.Sprintf("nodePort %d out of range", base.NodePort())
-	case base.HealthCheckNodePort() < 0 || base.HealthCheckNodePort() > 65535:
-		info.invalid = fmt.Sprintf("healthCheckNodePort %d out of range", base.HealthCheckNodePort())
-	case info.protocol != "tcp" && info.protocol != "udp" && info.protocol != "sctp":
-		info.invalid = fmt.Sprintf("unsupported protocol %q", base.Protocol())
 	}
 	if info.invalid != "" {
 		return info

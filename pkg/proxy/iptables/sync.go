@@ -26,16 +26,17 @@ var (
 
 // ValidServicePort leaves out service ports no rule can be written for.
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	info, ok := svc.(*servicePortInfo)
-	switch {
-	case !ok:
-		b.logger.Error(nil, "Skipping service port of unexpected type", "servicePortName", name, "type", fmt.Sprintf("%T", svc))
-	case info.invalid != "":
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", info.invalid)
-	default:
-		return true
+	why := proxy.ServicePortProblem(b.ipFamily, svc)
+	if info, ok := svc.(*servicePortInfo); !ok {
+		why = fmt.Sprintf("unexpected type %T", svc)
+	} else if why == "" {
+		why = info.invalid
 	}
-	return false
+	if why != "" {
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", why)
+		return false
+	}
+	return true
 }
 
 // ValidEndpoint leaves out endpoints no rule can be written for. The
