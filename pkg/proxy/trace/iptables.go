@@ -59,6 +59,16 @@ const (
 	mCtState
 	mMark
 	mRecentCheck
+	// mSet is ipset's "--match-set NAME FLAGS" (str, states hold them).
+	mSet
+	// mPhysdevIsIn is "-m physdev --physdev-is-in".
+	mPhysdevIsIn
+	// mIPVS is "-m ipvs --ipvs"; mVAddr, mVPort and mVProto match the
+	// virtual server of the packet's IPVS connection.
+	mIPVS
+	mVAddr
+	mVPort
+	mVProto
 )
 
 type iptMatch struct {
@@ -202,12 +212,14 @@ func SplitIPTablesWords(line string) ([]string, error) { return splitIPTWords(li
 var iptKnownModules = map[string]bool{
 	"comment": true, "tcp": true, "udp": true, "sctp": true, "conntrack": true, "state": true,
 	"addrtype": true, "mark": true, "statistic": true, "recent": true, "nfacct": true,
+	"set": true, "physdev": true, "ipvs": true,
 }
 
 // iptNoValue are options that take no value.
 var iptNoValue = map[string]bool{"--set": true, "--rcheck": true, "--reap": true, "--rsource": true,
 	"--random-fully": true, "--random": true, "--persistent": true, "--update": true, "--remove": true,
-	"--rdest": true, "--syn": true}
+	"--rdest": true, "--syn": true, "--physdev-is-in": true, "--physdev-is-out": true,
+	"--physdev-is-bridged": true, "--ipvs": true}
 
 func compileIPTRule(table, chain string, w []string, raw string) *IPTRule {
 	r := &IPTRule{Table: table, Chain: chain, Raw: raw, Words: w, prob: 1}
@@ -321,16 +333,7 @@ func compileIPTRule(table, chain string, w []string, raw string) *IPTRule {
 			r.matches = append(r.matches, iptMatch{kind: mRecentCheck, neg: neg})
 		case "-p", "--protocol":
 			if take() {
-				p := strings.ToLower(val)
-				switch p {
-				case "6":
-					p = "tcp"
-				case "17":
-					p = "udp"
-				case "132":
-					p = "sctp"
-				}
-				r.matches = append(r.matches, iptMatch{kind: mProto, neg: neg, str: p})
+				r.matches = append(r.matches, iptMatch{kind: mProto, neg: neg, str: protoName(val)})
 			}
 		case "-s", "--source", "-d", "--destination":
 			if !take() {
@@ -373,6 +376,43 @@ func compileIPTRule(table, chain string, w []string, raw string) *IPTRule {
 				k = mDstLocal
 			}
 			r.matches = append(r.matches, iptMatch{kind: k, neg: neg})
+		case "--match-set":
+			// The only option with two values: the set and its flags.
+			if i+2 >= len(w) {
+				unknown("--match-set needs a set name and flags")
+				i = len(w)
+				continue
+			}
+			r.matches = append(r.matches, iptMatch{kind: mSet, neg: neg, str: w[i+1], states: strings.Split(w[i+2], ",")})
+			i += 2
+		case "--physdev-is-in":
+			r.matches = append(r.matches, iptMatch{kind: mPhysdevIsIn, neg: neg})
+		case "--ipvs":
+			r.matches = append(r.matches, iptMatch{kind: mIPVS, neg: neg})
+		case "--vaddr":
+			if !take() {
+				continue
+			}
+			pfx, err := parsePrefix(val)
+			if err != nil {
+				unknown("--vaddr %q: %v", val, err)
+				continue
+			}
+			r.matches = append(r.matches, iptMatch{kind: mVAddr, neg: neg, pfx: pfx})
+		case "--vport":
+			if !take() {
+				continue
+			}
+			lo, hi, err := parsePortRange(val)
+			if err != nil {
+				unknown("--vport %q: %v", val, err)
+				continue
+			}
+			r.matches = append(r.matches, iptMatch{kind: mVPort, neg: neg, lo: lo, hi: hi})
+		case "--vproto":
+			if take() {
+				r.matches = append(r.matches, iptMatch{kind: mVProto, neg: neg, str: protoName(val)})
+			}
 		case "--ctstate", "--state":
 			if !take() {
 				continue
@@ -473,6 +513,20 @@ func (r *IPTRule) checkTarget(unknown func(string, ...any)) {
 	}
 }
 
+// protoName spells a protocol as iptables -p reads it ("6" is "tcp").
+func protoName(v string) string {
+	p := strings.ToLower(v)
+	switch p {
+	case "6":
+		p = "tcp"
+	case "17":
+		p = "udp"
+	case "132":
+		p = "sctp"
+	}
+	return p
+}
+
 func flagValue(args []string, flag string) string {
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] == flag {
@@ -567,6 +621,10 @@ type iptWalk struct {
 	node  *Node
 	paths int
 	steps int
+	// ipvs is set in ipvs mode: the ip sets "-m set" reads and the virtual
+	// servers "-m ipvs" refers to. Plain iptables mode has neither, so
+	// those matches are UNKNOWN there.
+	ipvs *IPVS
 }
 
 type iptRes struct {
@@ -602,14 +660,14 @@ func (w *iptWalk) walkFrom(hook string, ch *IPTChain, i int, s pstate, depth int
 			return nil, errTooComplex
 		}
 		r := ch.Rules[i]
-		matched, known := w.match(r, &s)
+		matched, unknownWhy := w.match(r, &s)
 		if !matched {
 			continue
 		}
 		st := Step{Hook: hook, Table: r.Table, Chain: r.Chain, Rule: r.Raw, Service: r.service, Endpoint: r.endpoint, Foreign: !iptablesOwned(r.Chain) && !iptablesOwned(r.target)}
-		if !known {
+		if unknownWhy != "" {
 			s.step(st)
-			s.reason = r.unknown
+			s.reason = unknownWhy
 			return append(out, iptRes{s, Unknown}), nil
 		}
 		if r.prob < 1 {
@@ -702,9 +760,10 @@ func (w *iptWalk) walkFrom(hook string, ch *IPTChain, i int, s pstate, depth int
 	return append(out, iptRes{s, ""}), nil
 }
 
-// match evaluates r's modelled matches. known is false when they all match
-// but the rule has something unmodelled, so its effect is unknown.
-func (w *iptWalk) match(r *IPTRule, s *pstate) (matched, known bool) {
+// match evaluates r's modelled matches. unknownWhy is set when they all
+// match but the rule has something unmodelled (in its text, or a set or
+// interface the tracer was not given), so its effect is unknown.
+func (w *iptWalk) match(r *IPTRule, s *pstate) (matched bool, unknownWhy string) {
 	for i := range r.matches {
 		m := &r.matches[i]
 		var res bool
@@ -738,15 +797,59 @@ func (w *iptWalk) match(r *IPTRule, s *pstate) (matched, known bool) {
 			res = s.mark&m.mask == m.value
 		case mRecentCheck:
 			res = r.recentName != "" && w.node.inRecent(r.recentName, s.src)
+		case mSet:
+			var why string
+			if w.ipvs == nil {
+				why = fmt.Sprintf("match module \"set\" not modelled in iptables mode (ip set %s; sets are read in ipvs mode)", m.str)
+			} else {
+				res, why = w.ipvs.inSet(m.str, m.states, s, w.pk.Protocol)
+			}
+			if why != "" {
+				if unknownWhy == "" {
+					unknownWhy = why
+				}
+				continue
+			}
+		case mPhysdevIsIn:
+			var known bool
+			res, known = w.node.isBridge(s.iif)
+			if !known {
+				if unknownWhy == "" {
+					unknownWhy = fmt.Sprintf("physdev --physdev-is-in: whether %s is a bridge is not known (give the node's bridges)", s.iif)
+				}
+				continue
+			}
+		case mIPVS, mVAddr, mVPort, mVProto:
+			if w.ipvs == nil {
+				if unknownWhy == "" {
+					unknownWhy = "match module \"ipvs\" not modelled outside ipvs mode"
+				}
+				continue
+			}
+			vs := s.vs
+			switch {
+			case vs == nil:
+			case m.kind == mIPVS:
+				res = true
+			case m.kind == mVAddr:
+				res = vs.Address.IsValid() && m.pfx.Contains(vs.Address)
+			case m.kind == mVPort:
+				res = vs.Port >= m.lo && vs.Port <= m.hi
+			case m.kind == mVProto:
+				res = strings.EqualFold(vs.Protocol, m.str)
+			}
 		}
 		if res == m.neg {
-			return false, true
+			return false, ""
 		}
 	}
 	if r.prob == 0 {
-		return false, true
+		return false, ""
 	}
-	return true, r.unknown == ""
+	if unknownWhy == "" {
+		unknownWhy = r.unknown
+	}
+	return true, unknownWhy
 }
 
 // ifaceMatch matches an interface name pattern ending in wildcard (iptables
@@ -783,49 +886,8 @@ func (ipt *IPTables) Trace(pk Packet, node *Node) (*Result, error) {
 	start := pstate{src: pk.Src, dst: pk.Dst, dport: pk.Port, prob: 1, iif: pk.InInterface}
 	var finals []final
 
-	// hook runs every table of one hook over every state; nat runs only
-	// for a new connection's first packet, and not again for a packet
-	// looped back through lo, whose connection is already set up.
 	hook := func(states []pstate, hookName string) ([]pstate, error) {
-		var next []pstate
-		for _, table := range iptHooks[hookName] {
-			if table == "nat" && pk.Invalid {
-				continue
-			}
-			for _, st := range states {
-				if table == "nat" && st.fromLoopRtn {
-					next = append(next, st)
-					continue
-				}
-				ch := ipt.Tables[table][hookName]
-				if ch == nil {
-					next = append(next, st)
-					continue
-				}
-				res, err := w.walkFrom(table+" "+hookName, ch, 0, st, 0)
-				if err != nil {
-					return nil, err
-				}
-				for _, r := range res {
-					v := r.verdict
-					if v == "" {
-						if ch.Policy == "DROP" {
-							v = Drop
-							r.s.path = append(r.s.path, Step{Hook: table + " " + hookName, Table: table, Chain: hookName, Note: "chain policy DROP"})
-						} else {
-							v = Accept
-						}
-					}
-					if v == Accept {
-						next = append(next, r.s)
-					} else {
-						finals = append(finals, final{r.s, v})
-					}
-				}
-			}
-			states, next = next, nil
-		}
-		return states, nil
+		return w.runHook(states, hookName, iptHooks[hookName], &finals)
 	}
 	var err error
 	states := []pstate{start}
@@ -881,6 +943,52 @@ func (ipt *IPTables) Trace(pk Packet, node *Node) (*Result, error) {
 		finals = append(finals, final{st, Accept})
 	}
 	return buildResult(ipt.Mode(), pk, finals, w.paths)
+}
+
+// runHook runs the given tables of one hook over every state, in order;
+// paths a table drops, rejects or cannot decide end in finals. nat runs
+// only for a new connection's first packet, and not again for a packet
+// looped back through lo, whose connection is already set up.
+func (w *iptWalk) runHook(states []pstate, hookName string, tables []string, finals *[]final) ([]pstate, error) {
+	var next []pstate
+	for _, table := range tables {
+		if table == "nat" && w.pk.Invalid {
+			continue
+		}
+		for _, st := range states {
+			if table == "nat" && st.fromLoopRtn {
+				next = append(next, st)
+				continue
+			}
+			ch := w.ipt.Tables[table][hookName]
+			if ch == nil {
+				next = append(next, st)
+				continue
+			}
+			res, err := w.walkFrom(table+" "+hookName, ch, 0, st, 0)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range res {
+				v := r.verdict
+				if v == "" {
+					if ch.Policy == "DROP" {
+						v = Drop
+						r.s.path = append(r.s.path, Step{Hook: table + " " + hookName, Table: table, Chain: hookName, Note: "chain policy DROP"})
+					} else {
+						v = Accept
+					}
+				}
+				if v == Accept {
+					next = append(next, r.s)
+				} else {
+					*finals = append(*finals, final{r.s, v})
+				}
+			}
+		}
+		states, next = next, nil
+	}
+	return states, nil
 }
 
 // EnsureChain creates table/chain if it does not exist; a builtin chain

@@ -108,6 +108,29 @@ type Node struct {
 	// addresses it holds. Entry ages are not modelled: an address listed
 	// here is taken to be within every --seconds window.
 	Recent map[string][]netip.Addr
+	// Bridges names the node's Linux bridges (cni0, docker0; a trailing
+	// "+" matches a prefix). A packet arriving on one came through a
+	// bridge port, which is what iptables' "-m physdev --physdev-is-in"
+	// matches. Nil means not known: such a rule is then UNKNOWN for a
+	// packet with an input interface other than lo.
+	Bridges []string
+}
+
+// isBridge says whether iif is one of the node's bridges, and whether that
+// is known at all.
+func (n *Node) isBridge(iif string) (is, known bool) {
+	if iif == "" || iif == "lo" {
+		return false, true
+	}
+	if n.Bridges == nil {
+		return false, false
+	}
+	for _, b := range n.Bridges {
+		if ifaceMatch(b, "+", iif) {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 func (n *Node) isLocal(a netip.Addr) bool {
@@ -224,6 +247,8 @@ type Outcome struct {
 	// Service and Endpoint this outcome belongs to, if any.
 	Service  string `json:"service,omitempty"`
 	Endpoint string `json:"endpoint,omitempty"`
+	// IPVS is the virtual server that took the packet (ipvs mode).
+	IPVS *IPVSChoice `json:"ipvs,omitempty"`
 	// Reason says what could not be modelled, for Unknown.
 	Reason string `json:"reason,omitempty"`
 	Path   []Step `json:"path"`
@@ -279,7 +304,7 @@ func (r *Result) HasUnknown() bool {
 // for concurrent use: a trace does not change the ruleset.
 type Tracer interface {
 	Trace(Packet, *Node) (*Result, error)
-	// Mode is "iptables" or "nftables".
+	// Mode is "iptables", "nftables" or "ipvs".
 	Mode() string
 }
 
@@ -320,6 +345,8 @@ type pstate struct {
 	lookup      string // a map lookup the current rule made, for its Step
 	note        string // a probability note for the current rule's Step
 	fromLoopRtn bool   // the packet re-enters through lo after the output path
+	vs          *VirtualServer
+	ipvs        *IPVSChoice
 }
 
 func (s pstate) clone() pstate {
@@ -362,7 +389,7 @@ func buildResult(mode string, pk Packet, finals []final, paths int) (*Result, er
 	for _, f := range finals {
 		o := Outcome{Verdict: f.verdict, DNAT: f.s.dnat, Masquerade: f.s.masq, Probability: f.s.prob,
 			Slot: f.s.slot, AffinitySet: f.s.affSet, AffinityHit: f.s.affHit, Service: f.s.service,
-			Endpoint: f.s.endpoint, Path: f.s.path}
+			Endpoint: f.s.endpoint, IPVS: f.s.ipvs, Path: f.s.path}
 		if o.Verdict != Accept {
 			o.Masquerade = false
 		}
@@ -437,6 +464,9 @@ func (r *Result) WriteText(w io.Writer, verbose bool) error {
 		b.WriteString("\n")
 		if o.Slot != "" {
 			fmt.Fprintf(&b, "   chosen by: %s\n", o.Slot)
+		}
+		if o.IPVS != nil {
+			fmt.Fprintf(&b, "   ipvs: %s\n", o.IPVS)
 		}
 		if o.AffinityHit != "" {
 			fmt.Fprintf(&b, "   affinity: source already in %s\n", o.AffinityHit)
