@@ -4,19 +4,15 @@ package ipvs
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/util/sets"
-	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
-	iptablestest "k8s.io/net-utils/iptables/testing"
 	utilipvs "k8s.io/net-utils/ipvs"
+
+	ptrace "k8s.io/kube-proxy/pkg/proxy/trace"
 )
 
 // origin is where a traced packet comes from.
@@ -31,6 +27,14 @@ const (
 	fromNode
 )
 
+// The interfaces the behaviour tables' packets arrive on: pods sit behind
+// a bridge (what "-m physdev --physdev-is-in" tells apart), other hosts
+// are reached over the uplink.
+const (
+	testBridge = "cni0"
+	testUplink = "eth0"
+)
+
 // packet is what the tracer follows.
 type packet struct {
 	from  origin
@@ -40,7 +44,7 @@ type packet struct {
 	dport int
 }
 
-// trace is what happened to a packet.
+// trace is what happened to a packet, in the behaviour tables' terms.
 type trace struct {
 	// verdict is "ipvs" (taken by a virtual server), "drop", "reject",
 	// "host" (delivered to a local socket, no virtual server) or "forward"
@@ -69,244 +73,177 @@ func (t trace) String() string {
 	return s
 }
 
-// tracer walks the rules of ipvs mode in the fakes the way the kernel would
-// for the first packet of a connection.
+// tracer is pkg/proxy/trace's ipvs mode fed with the fakes' state: the
+// iptables fake's save, the ipset fake's sets, the IPVS fake's table and
+// the netlink fake's addresses. The tables here test the product's tracer.
 type tracer struct {
 	t     testing.TB
-	env   *fakeEnv
-	dump  *iptablestest.IPTablesDump
-	local sets.Set[string]
+	ipvs  *ptrace.IPVS
+	node  *ptrace.Node
+	local []netip.Addr
 }
 
 func newTracer(t testing.TB, env *fakeEnv) *tracer {
 	t.Helper()
-	var all strings.Builder
+	var save strings.Builder
 	for _, table := range []utiliptables.Table{utiliptables.TableNAT, utiliptables.TableFilter} {
 		var b bytesBuffer
 		if err := env.ipt.SaveInto(table, &b.Buffer); err != nil {
 			t.Fatalf("save %s: %v", table, err)
 		}
-		all.WriteString(b.String())
+		save.WriteString(b.String())
 	}
-	dump, err := iptablestest.ParseIPTablesDump(all.String())
+	ipt, err := ptrace.ParseIPTablesSave(save.String())
 	if err != nil {
 		t.Fatalf("parse rules: %v", err)
 	}
-	local := sets.New[string]()
-	nodeAddrs, _ := env.netlink.GetAllLocalAddresses()
-	local = local.Union(nodeAddrs)
-	bound, _ := env.netlink.ListBindAddress(defaultDummyDevice)
-	local.Insert(bound...)
-	local.Insert("127.0.0.1", "::1")
-	return &tracer{t: t, env: env, dump: dump, local: local}
-}
-
-// state of one walk.
-type walk struct {
-	pkt  packet
-	mark uint32
-}
-
-// run walks chain and returns the terminating target ("" if the chain fell
-// through, "RETURN" never escapes a jump).
-func (tr *tracer) run(table utiliptables.Table, chain utiliptables.Chain, w *walk, depth int) string {
-	tr.t.Helper()
-	if depth > 20 {
-		tr.t.Fatalf("chain loop at %s/%s", table, chain)
-	}
-	c, err := tr.dump.GetChain(table, chain)
-	if err != nil {
-		tr.t.Fatalf("chain %s/%s: %v", table, chain, err)
-	}
-	for _, r := range c.Rules {
-		if !tr.matches(r, w) {
-			continue
+	var sets []*ptrace.IPSet
+	for name, spec := range env.ipset.Sets {
+		members := env.ipset.Entries[name].UnsortedList()
+		slices.Sort(members)
+		family := spec.HashFamily
+		if spec.SetType == "bitmap:port" {
+			family = ""
 		}
-		if r.Jump == nil {
-			continue
-		}
-		target := r.Jump.Value
-		switch target {
-		case "MARK":
-			m, err := r.ApplyMark(w.mark)
-			if err != nil {
-				tr.t.Fatalf("rule %q: %v", r.Raw, err)
-			}
-			w.mark = m
-		case "RETURN":
-			return ""
-		case "ACCEPT", "DROP", "REJECT", "MASQUERADE":
-			return target
-		default:
-			if v := tr.run(table, utiliptables.Chain(target), w, depth+1); v != "" {
-				return v
-			}
-		}
-	}
-	return ""
-}
-
-func (tr *tracer) matches(r *iptablestest.Rule, w *walk) bool {
-	tr.t.Helper()
-	p := w.pkt
-	if len(r.OtherArgs) > 0 {
-		tr.t.Fatalf("tracer does not understand %v in %q", r.OtherArgs, r.Raw)
-	}
-	ok := func(b bool, err error) bool {
+		s, err := ptrace.NewIPSet(name, string(spec.SetType), family, members)
 		if err != nil {
-			tr.t.Fatalf("rule %q: %v", r.Raw, err)
+			t.Fatalf("ip set from the fake: %v", err)
 		}
-		return b
+		sets = append(sets, s)
 	}
-	if r.Protocol != nil && !r.Protocol.Matches(p.proto) {
-		return false
-	}
-	if !ok(r.SourceAddress.MatchesIP(p.src)) || !ok(r.DestinationAddress.MatchesIP(p.dst)) {
-		return false
-	}
-	if r.DestinationPort != nil && !ok(r.DestinationPort.MatchesPort(p.dport)) {
-		return false
-	}
-	if r.SourceType != nil && !tr.addrType(r.SourceType, p.src) {
-		return false
-	}
-	if r.DestinationType != nil && !tr.addrType(r.DestinationType, p.dst) {
-		return false
-	}
-	if r.PhysDevIsIn != nil && *r.PhysDevIsIn != (p.from == fromPod) {
-		return false
-	}
-	if r.MarkCheck != nil && !ok(r.MarkCheck.MatchesMark(w.mark)) {
-		return false
-	}
-	// Every traced packet opens a connection.
-	if r.CTStateCheck != nil && r.CTStateCheck.MatchesList("NEW") == r.CTStateCheck.Negated {
-		return false
-	}
-	if r.MatchSet != nil && tr.inSet(r.MatchSet.Value, r.MatchSetFlags, p) == r.MatchSet.Negated {
-		return false
-	}
-	if r.IPVSVAddr != nil || r.IPVSVPort != nil || r.IPVSVProto != nil {
-		// -m ipvs matches packets of IPVS connections; the first packet to
-		// a virtual server is one once IPVS has taken it.
-		if tr.virtualServer(p) == nil ||
-			(r.IPVSVAddr != nil && !ok(r.IPVSVAddr.MatchesIP(p.dst))) ||
-			(r.IPVSVPort != nil && !ok(r.IPVSVPort.MatchesPort(p.dport))) ||
-			(r.IPVSVProto != nil && !r.IPVSVProto.Matches(p.proto)) {
-			return false
-		}
-	}
-	return true
-}
-
-func (tr *tracer) addrType(v *iptablestest.IPTablesValue, ip string) bool {
-	if v.Value != "LOCAL" {
-		tr.t.Fatalf("tracer does not understand addrtype %q", v.Value)
-	}
-	return tr.local.Has(ip) != v.Negated
-}
-
-// inSet evaluates "-m set --match-set name flags" against the ipset fake.
-func (tr *tracer) inSet(name, flags string, p packet) bool {
-	tr.t.Helper()
-	spec, ok := tr.env.ipset.Sets[name]
-	if !ok {
-		tr.t.Fatalf("rule matches missing set %s", name)
-	}
-	entries := tr.env.ipset.Entries[name]
-	dirs := strings.Split(flags, ",")
-	addr := func(i int) string {
-		if dirs[i] == "src" {
-			return p.src
-		}
-		return p.dst
-	}
-	port := func(i int) int {
-		if dirs[i] != "dst" {
-			tr.t.Fatalf("tracer only knows destination ports (set %s %s)", name, flags)
-		}
-		return p.dport
-	}
-	switch spec.SetType {
-	case utilipset.HashIP:
-		return entries.Has(addr(0))
-	case utilipset.BitmapPort:
-		return entries.Has(strconv.Itoa(port(0)))
-	case utilipset.HashIPPort:
-		return entries.Has(addr(0) + "," + p.proto + ":" + strconv.Itoa(port(1)))
-	case utilipset.HashIPPortIP:
-		return entries.Has(addr(0) + "," + p.proto + ":" + strconv.Itoa(port(1)) + "," + addr(2))
-	case utilipset.HashIPPortNet:
-		prefix := addr(0) + "," + p.proto + ":" + strconv.Itoa(port(1)) + ","
-		a := netip.MustParseAddr(addr(2))
-		for e := range entries {
-			if cidr, found := strings.CutPrefix(e, prefix); found {
-				if n, err := netip.ParsePrefix(cidr); err == nil && n.Contains(a) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	tr.t.Fatalf("set %s has unexpected type %s", name, spec.SetType)
-	return false
-}
-
-func (tr *tracer) virtualServer(p packet) *utilipvs.VirtualServer {
-	vs, err := tr.env.ipvs.GetVirtualServer(&utilipvs.VirtualServer{
-		Address: net.ParseIP(p.dst), Port: uint16(p.dport), Protocol: strings.ToUpper(p.proto)})
-	if err != nil || vs == nil {
-		return nil
-	}
-	return vs
-}
-
-// trace follows p through nat (PREROUTING or OUTPUT), routing, filter
-// (INPUT, and OUTPUT for the node's own packets), IPVS and nat POSTROUTING.
-func (tr *tracer) trace(p packet) trace {
-	tr.t.Helper()
-	w := &walk{pkt: p}
-	natHook, filterHooks := utiliptables.ChainPrerouting, []utiliptables.Chain{utiliptables.ChainInput}
-	if p.from == fromNode {
-		natHook = utiliptables.ChainOutput
-		filterHooks = []utiliptables.Chain{utiliptables.ChainOutput, utiliptables.ChainInput}
-	}
-	tr.run(utiliptables.TableNAT, natHook, w, 0)
-	if !tr.local.Has(p.dst) {
-		return trace{verdict: "forward"}
-	}
-	for _, hook := range filterHooks {
-		switch v := tr.run(utiliptables.TableFilter, hook, w, 0); v {
-		case "DROP":
-			return trace{verdict: "drop"}
-		case "REJECT":
-			return trace{verdict: "reject"}
-		}
-	}
-	vs := tr.virtualServer(p)
-	if vs == nil {
-		return trace{verdict: "host"}
-	}
-	out := trace{verdict: "ipvs", persistent: vs.Flags&utilipvs.FlagPersistent != 0, timeout: vs.Timeout}
-	rss, err := tr.env.ipvs.GetRealServers(vs)
+	vss, err := env.ipvs.GetVirtualServers()
 	if err != nil {
-		tr.t.Fatalf("real servers of %s: %v", vs, err)
+		t.Fatal(err)
 	}
+	var table []ptrace.VirtualServer
+	for _, vs := range vss {
+		rss, err := env.ipvs.GetRealServers(vs)
+		if err != nil {
+			t.Fatalf("real servers of %s: %v", vs, err)
+		}
+		table = append(table, traceVirtualServer(t, vs, rss))
+	}
+	toAddrs := func(ss []string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				t.Fatalf("address %q from the netlink fake: %v", s, err)
+			}
+			out = append(out, a)
+		}
+		return out
+	}
+	nodeAddrs, _ := env.netlink.GetAllLocalAddresses()
+	bound, _ := env.netlink.ListBindAddress(defaultDummyDevice)
+	v, err := ptrace.NewIPVS(ipt, sets, table, toAddrs(bound))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := toAddrs(nodeAddrs.UnsortedList())
+	return &tracer{t: t, ipvs: v, local: append(local, v.Bound...),
+		node: &ptrace.Node{LocalAddrs: local, Bridges: []string{testBridge}}}
+}
+
+func traceVirtualServer(t testing.TB, vs *utilipvs.VirtualServer, rss []*utilipvs.RealServer) ptrace.VirtualServer {
+	t.Helper()
+	a, ok := netip.AddrFromSlice(vs.Address)
+	if !ok {
+		t.Fatalf("virtual server %s: bad address", vs)
+	}
+	out := ptrace.VirtualServer{Address: a.Unmap(), Port: vs.Port, Protocol: vs.Protocol, Scheduler: vs.Scheduler,
+		Persistent: vs.Flags&utilipvs.FlagPersistent != 0, Timeout: vs.Timeout}
 	for _, rs := range rss {
-		if rs.Weight == 0 {
-			continue
+		ra, ok := netip.AddrFromSlice(rs.Address)
+		if !ok {
+			t.Fatalf("real server %s of %s: bad address", rs, vs)
 		}
-		out.realServers = append(out.realServers, rs.String())
-		// IPVS rewrote the destination; POSTROUTING sees the real server.
-		pw := &walk{pkt: packet{from: p.from, src: p.src, dst: rs.Address.String(), proto: p.proto, dport: int(rs.Port)}, mark: w.mark}
-		if tr.run(utiliptables.TableNAT, utiliptables.ChainPostrouting, pw, 0) == "MASQUERADE" {
-			out.masq = append(out.masq, rs.String())
-		}
-	}
-	sort.Strings(out.realServers)
-	sort.Strings(out.masq)
-	if slices.Equal(out.masq, out.realServers) && len(out.masq) > 0 {
-		out.masq = []string{"all"}
+		out.RealServers = append(out.RealServers, ptrace.RealServer{Address: ra.Unmap(), Port: rs.Port, Weight: rs.Weight, Forward: "Masq"})
 	}
 	return out
+}
+
+// trace traces p and sums its outcomes up the way the tables write them.
+func (tr *tracer) trace(p packet) trace {
+	tr.t.Helper()
+	pk := ptrace.Packet{Src: netip.MustParseAddr(p.src), Dst: netip.MustParseAddr(p.dst), Protocol: p.proto, Port: uint16(p.dport)}
+	switch p.from {
+	case fromPod:
+		pk.From, pk.InInterface = ptrace.FromPod, testBridge
+	case fromExternal:
+		pk.From, pk.InInterface = ptrace.FromExternal, testUplink
+	case fromNode:
+		pk.From = ptrace.FromHost
+	}
+	r, err := tr.ipvs.Trace(pk, tr.node)
+	if err != nil {
+		tr.t.Fatalf("trace %+v: %v", p, err)
+	}
+	if r.HasUnknown() {
+		var b strings.Builder
+		_ = r.WriteText(&b, true)
+		tr.t.Fatalf("the tracer cannot decide %+v:\n%s", p, b.String())
+	}
+	return summarize(tr.t, r, pk, tr.local)
+}
+
+// summarize turns a Result into the tables' one-line form.
+func summarize(t testing.TB, r *ptrace.Result, pk ptrace.Packet, local []netip.Addr) trace {
+	t.Helper()
+	// A rule after IPVS (KUBE-IPVS-OUT-FILTER) may drop every real
+	// server's path; the tables call that a drop.
+	if !slices.ContainsFunc(r.Outcomes, func(o ptrace.Outcome) bool { return o.Verdict != ptrace.Drop }) {
+		return trace{verdict: "drop"}
+	}
+	var ipvsOut []ptrace.Outcome
+	for _, o := range r.Outcomes {
+		if o.IPVS != nil {
+			ipvsOut = append(ipvsOut, o)
+		}
+	}
+	if len(ipvsOut) > 0 {
+		if len(ipvsOut) != len(r.Outcomes) {
+			t.Fatalf("%s: IPVS took only some paths: %+v", pk, r.Outcomes)
+		}
+		c := ipvsOut[0].IPVS
+		out := trace{verdict: "ipvs", persistent: c.PersistenceTimeout > 0, timeout: c.PersistenceTimeout}
+		for _, o := range ipvsOut {
+			switch {
+			case o.Verdict == ptrace.Accept && o.DNAT != "":
+				out.realServers = append(out.realServers, o.DNAT)
+				if o.Masquerade {
+					out.masq = append(out.masq, o.DNAT)
+				}
+			case o.Verdict == ptrace.Reject && o.DNAT == "":
+				// No real server to take it.
+			default:
+				t.Fatalf("%s: unexpected IPVS outcome %s", pk, o.Key())
+			}
+		}
+		slices.Sort(out.realServers)
+		slices.Sort(out.masq)
+		if slices.Equal(out.masq, out.realServers) && len(out.masq) > 0 {
+			out.masq = []string{"all"}
+		}
+		return out
+	}
+	if len(r.Outcomes) != 1 {
+		t.Fatalf("%s: %d outcomes without IPVS: %+v", pk, len(r.Outcomes), r.Outcomes)
+	}
+	switch o := r.Outcomes[0]; o.Verdict {
+	case ptrace.Drop:
+		return trace{verdict: "drop"}
+	case ptrace.Reject:
+		return trace{verdict: "reject"}
+	case ptrace.Accept:
+		if o.DNAT != "" {
+			t.Fatalf("%s: DNAT outside IPVS: %s", pk, o.Key())
+		}
+		if slices.Contains(local, pk.Dst) || pk.Dst.IsLoopback() {
+			return trace{verdict: "host"}
+		}
+		return trace{verdict: "forward"}
+	}
+	t.Fatalf("%s: outcome %s", pk, r.Outcomes[0].Key())
+	return trace{}
 }
