@@ -87,6 +87,7 @@ var addedFlags = map[string]upstreamFlag{
 	"dry-run-timeout":         {"duration", "5m0s", false},
 	"iptables-backend":        {"string", "auto", false}, // Linux only
 	"localnode-serve":         {"string", "", false},
+	"localnode-source":        {"string", "", false},
 }
 
 // commandFlags returns the flags the binary accepts: the command's own, the

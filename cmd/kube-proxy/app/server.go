@@ -40,6 +40,7 @@ type serverOptions struct {
 	dryRunFollow    bool
 	flags           *pflag.FlagSet
 	localNodeServe  string
+	localNodeSource string
 }
 
 // ProxyServer holds everything a running kube-proxy needs.
@@ -72,6 +73,8 @@ type ProxyServer struct {
 	metricsErrCh chan error
 	// localNodeServe is --localnode-serve (localnode_serve.go).
 	localNodeServe string
+	// localNode feeds the proxier from --localnode-source (localnode_source.go).
+	localNode *localNodeFeed
 }
 
 // newProxyServer builds a ProxyServer for config; with initOnly it only performs the
@@ -103,7 +106,9 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		return nil, fmt.Errorf("determining the node name (hostnameOverride %q): %w", cfg.HostnameOverride, err)
 	}
 
-	if err := s.connect(ctx, opts); err != nil {
+	if opts.localNodeSource != "" {
+		s.connectLocalNode(ctx, opts.localNodeSource)
+	} else if err := s.connect(ctx, opts); err != nil {
 		return nil, err
 	}
 
@@ -114,6 +119,11 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		s.startMetricsServer(ctx)
 	}
 
+	if s.localNode != nil {
+		if err := s.localNode.waitFirstState(ctx); err != nil {
+			return nil, err
+		}
+	}
 	s.NodeManager, err = proxy.NewNodeManager(ctx, s.Client, s.NodeName, cfg)
 	if err != nil {
 		return nil, err
@@ -174,7 +184,7 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 
 	if s.Broadcaster != nil {
 		s.Broadcaster.StartRecordingToSink(ctx.Done())
-		if s.manifests != nil {
+		if s.manifests != nil || s.localNode != nil {
 			// Nobody reads events from the fake clientset; the log is where they go.
 			if stop, err := s.Broadcaster.StartLogging(logger); err == nil {
 				defer stop()
@@ -219,8 +229,12 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 }
 
 // startInformers feeds the proxier (and the NodeManager) from the API server, or from
-// the manifests' fake one.
+// the manifests' fake one, or from a LocalNode server (--localnode-source).
 func (s *ProxyServer) startInformers(ctx context.Context) {
+	if s.localNode != nil {
+		s.startLocalNodeSource(ctx)
+		return
+	}
 	// Headless Services are resolved by DNS, and Services claimed by another proxy are
 	// not ours; the library's Kubernetes source selects the same way. The Node comes
 	// from the NodeManager's informer instead.
@@ -243,7 +257,13 @@ func (s *ProxyServer) startInformers(ctx context.Context) {
 		go serviceCIDRConfig.Run(ctx.Done())
 	}
 	factories.Start(ctx.Done())
+	s.startNodeInformers(ctx)
+}
 
+// startNodeInformers feeds the NodeManager, and the proxier's topology, from the
+// NodeManager's informer on this node's Node.
+func (s *ProxyServer) startNodeInformers(ctx context.Context) {
+	resync := s.Config.ConfigSyncPeriod.Duration
 	if s.NodeManager != nil {
 		nodeConfig := config.NewNodeConfig(ctx, s.NodeManager.NodeInformer(), resync)
 		nodeConfig.RegisterEventHandler(s.NodeManager)

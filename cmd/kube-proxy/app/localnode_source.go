@@ -1,0 +1,319 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/proxy/config"
+	lnclient "k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	"k8s.io/kube-proxy/pkg/proxy/source"
+)
+
+// addLocalNodeSourceFlag registers --localnode-source.
+func addLocalNodeSourceFlag(fs *pflag.FlagSet, address *string) {
+	fs.StringVar(address, "localnode-source", *address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnode/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only). "+
+		"The server's cluster-wide Services and EndpointSlices feed the proxier and its Node feeds node IPs, podCIDRs and topology, as a cluster's would; the server must serve this node (see --hostname-override). "+
+		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
+}
+
+// validateLocalNodeSource checks --localnode-source and the flags it cannot be combined
+// with; the message names each flag and its value.
+func validateLocalNodeSource(address, kubeconfig, master, manifests, serve string) error {
+	if address == "" {
+		return nil
+	}
+	var errs []error
+	if err := checkLocalNodeAddress(address); err != nil {
+		errs = append(errs, fmt.Errorf("--localnode-source %q: %w", address, err))
+	}
+	var others []string
+	for _, f := range []struct{ name, value string }{
+		{"--kubeconfig", kubeconfig}, {"--master", master}, {"--manifests", manifests},
+	} {
+		if f.value != "" {
+			others = append(others, fmt.Sprintf("%s %q", f.name, f.value))
+		}
+	}
+	if len(others) > 0 {
+		errs = append(errs, fmt.Errorf("--localnode-source %q cannot be combined with %s: it replaces the API server and the manifests", address, strings.Join(others, ", ")))
+	}
+	// The server --localnode-serve starts watches the API client, which here holds only
+	// the Node: it would serve an empty cluster. A backend is fed by the server it
+	// reads, and other backends can read that server too.
+	if serve != "" {
+		errs = append(errs, fmt.Errorf("--localnode-source %q cannot be combined with --localnode-serve %q: point other backends at the server this one reads", address, serve))
+	}
+	return errors.Join(errs...)
+}
+
+// checkLocalNodeAddress accepts what lnclient.Dial can reach: an absolute unix socket
+// path (gRPC reads "unix://relative" as a host name) or a TCP host:port.
+func checkLocalNodeAddress(address string) error {
+	const want = "want unix:///absolute/path.sock or tcp://host:port"
+	switch {
+	case strings.HasPrefix(address, "unix://"):
+		path := strings.TrimPrefix(address, "unix://")
+		if !strings.HasPrefix(path, "/") || path == "/" {
+			return fmt.Errorf("socket path %q is not absolute: %s", path, want)
+		}
+		return nil
+	case strings.HasPrefix(address, "tcp://"):
+		hostPort := strings.TrimPrefix(address, "tcp://")
+		host, port, err := net.SplitHostPort(hostPort)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, want)
+		}
+		if host == "" {
+			return fmt.Errorf("no host in %q: %s", hostPort, want)
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return fmt.Errorf("port %q is not a number from 1 to 65535: %s", port, want)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(address); err == nil {
+		return fmt.Errorf("no scheme: %s (tcp://%s, as --localnode-serve takes it)", want, address)
+	}
+	return errors.New(want)
+}
+
+// eventHandler is what the server's Services and EndpointSlices are delivered to: the
+// proxier, and a dry run's progress tracker.
+type eventHandler interface {
+	config.ServiceHandler
+	config.EndpointSliceHandler
+}
+
+// localNodeFeed is the binary's input with --localnode-source: a LocalNode client
+// source, started before the proxier exists so that the Node is known before the
+// NodeManager is built, and attached to the proxier once it is.
+//
+// The Node goes into an in-memory clientset that stands in for the API server (as
+// with --manifests), so the NodeManager and the topology handler read it through the
+// same informers as with a cluster, and a change of node IPs or podCIDRs restarts the
+// process as it would there. Services and EndpointSlices go straight to the proxier:
+// the source already delivers them as informers would (adds, then both synced
+// signals, then changes), and a clientset in between would hold another copy of the
+// cluster.
+type localNodeFeed struct {
+	address  string
+	nodeName string
+	client   *fake.Clientset
+
+	// firstState is closed when the source has delivered its first complete state (it
+	// signals the Node synced last); failed when the source stopped early.
+	firstState chan struct{}
+	firstOnce  sync.Once
+	failed     chan struct{}
+	runErr     error
+
+	mu sync.Mutex
+	// pending holds what arrived before attach, replayed to the targets in order.
+	pending  []func(eventHandler)
+	targets  []eventHandler
+	attached bool
+	// otherNode is the name of a Node the server served that is not this node's.
+	otherNode string
+	haveNode  bool
+}
+
+var _ source.Handler = &localNodeFeed{}
+var _ source.NodeHandler = &localNodeFeed{}
+
+// newLocalNodeFeed returns a feed for the server at address (already validated), for
+// the node nodeName.
+func newLocalNodeFeed(address, nodeName string) *localNodeFeed {
+	return &localNodeFeed{
+		address: address, nodeName: nodeName,
+		client:     fake.NewClientset(),
+		firstState: make(chan struct{}),
+		failed:     make(chan struct{}),
+	}
+}
+
+// Client is the clientset holding this node's Node, for the NodeManager and events.
+func (f *localNodeFeed) Client() clientset.Interface { return f.client }
+
+// start runs the source until ctx is done. It reconnects on its own; it only stops
+// early when the address cannot be used at all.
+func (f *localNodeFeed) start(ctx context.Context) {
+	src := lnclient.NewSource(lnclient.Options{Address: f.address})
+	go func() {
+		if err := src.Run(ctx, f); err != nil {
+			f.runErr = fmt.Errorf("--localnode-source %q: %w", f.address, err)
+			close(f.failed)
+		}
+	}()
+}
+
+// waitFirstState blocks until the server's first complete state arrived, as a
+// kube-proxy on a cluster waits for its informers to list: before it, node IPs and
+// podCIDRs are unknown and the proxier would be built for the wrong node.
+func (f *localNodeFeed) waitFirstState(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	select {
+	case <-f.firstState:
+	default:
+		logger.Info("Waiting for the node-local state server", "address", f.address)
+		select {
+		case <-f.firstState:
+		case <-f.failed:
+			return f.runErr
+		case <-ctx.Done():
+			return fmt.Errorf("--localnode-source %q: no complete state received: %w", f.address, context.Cause(ctx))
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case !f.haveNode && f.otherNode != "":
+		return fmt.Errorf("--localnode-source %q serves node %q, but this kube-proxy runs as node %q: set --hostname-override %q or point it at this node's server",
+			f.address, f.otherNode, f.nodeName, f.otherNode)
+	case !f.haveNode:
+		logger.Info("Warning: the node-local state server has no Node for this node yet; node IPs fall back to --bind-address or loopback until it does",
+			"address", f.address, "nodeName", f.nodeName)
+	default:
+		logger.Info("Running from a node-local state server", "address", f.address, "nodeName", f.nodeName)
+	}
+	return nil
+}
+
+// attach delivers everything received so far, then every later event, to targets.
+// The mutex orders the replay before any event that arrives meanwhile.
+func (f *localNodeFeed) attach(targets ...eventHandler) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.targets = targets
+	for _, ev := range f.pending {
+		for _, t := range f.targets {
+			ev(t)
+		}
+	}
+	f.pending, f.attached = nil, true
+}
+
+func (f *localNodeFeed) dispatch(ev func(eventHandler)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.attached {
+		f.pending = append(f.pending, ev)
+		return
+	}
+	for _, t := range f.targets {
+		ev(t)
+	}
+}
+
+func (f *localNodeFeed) OnServiceAdd(svc *v1.Service) {
+	f.dispatch(func(h eventHandler) { h.OnServiceAdd(svc) })
+}
+func (f *localNodeFeed) OnServiceUpdate(old, svc *v1.Service) {
+	f.dispatch(func(h eventHandler) { h.OnServiceUpdate(old, svc) })
+}
+func (f *localNodeFeed) OnServiceDelete(svc *v1.Service) {
+	f.dispatch(func(h eventHandler) { h.OnServiceDelete(svc) })
+}
+func (f *localNodeFeed) OnServiceSynced() {
+	f.dispatch(func(h eventHandler) { h.OnServiceSynced() })
+}
+func (f *localNodeFeed) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
+	f.dispatch(func(h eventHandler) { h.OnEndpointSliceAdd(s) })
+}
+func (f *localNodeFeed) OnEndpointSliceUpdate(old, s *discovery.EndpointSlice) {
+	f.dispatch(func(h eventHandler) { h.OnEndpointSliceUpdate(old, s) })
+}
+func (f *localNodeFeed) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
+	f.dispatch(func(h eventHandler) { h.OnEndpointSliceDelete(s) })
+}
+func (f *localNodeFeed) OnEndpointSlicesSynced() {
+	f.dispatch(func(h eventHandler) { h.OnEndpointSlicesSynced() })
+}
+
+// OnTopologyChange is dropped: the topology reaches the proxier from the Node in the
+// clientset, through the same NodeTopologyConfig as on a cluster.
+func (f *localNodeFeed) OnTopologyChange(map[string]string) {}
+
+// OnNodeChange mirrors this node's Node into the clientset. A Node of another name is
+// not this node's and is not mirrored (waitFirstState reports it).
+func (f *localNodeFeed) OnNodeChange(node *v1.Node) {
+	ctx := context.TODO()
+	if node.Name != f.nodeName {
+		f.mu.Lock()
+		f.otherNode = node.Name
+		f.mu.Unlock()
+		klog.Background().Error(nil, "The node-local state server serves another node; ignoring its Node",
+			"address", f.address, "servedNode", node.Name, "nodeName", f.nodeName)
+		return
+	}
+	n := node.DeepCopy()
+	// The in-memory store keeps its own resource versions; the server's would conflict.
+	n.ResourceVersion = ""
+	nodes := f.client.CoreV1().Nodes()
+	_, err := nodes.Update(ctx, n, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = nodes.Create(ctx, n, metav1.CreateOptions{})
+	}
+	if err != nil {
+		klog.Background().Error(err, "Recording the served Node", "node", klog.KObj(node))
+		return
+	}
+	f.mu.Lock()
+	f.haveNode = true
+	f.mu.Unlock()
+}
+
+// OnNodeDelete removes this node's Node; the NodeManager then exits the process, as
+// it does when a cluster deletes the Node.
+func (f *localNodeFeed) OnNodeDelete(node *v1.Node) {
+	if node.Name != f.nodeName {
+		return
+	}
+	err := f.client.CoreV1().Nodes().Delete(context.TODO(), node.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		klog.Background().Error(err, "Removing the served Node", "node", klog.KObj(node))
+		return
+	}
+	f.mu.Lock()
+	f.haveNode = false
+	f.mu.Unlock()
+}
+
+// OnNodeSynced marks the first complete state: the source signals it after the
+// Services, EndpointSlices and Node of its first state.
+func (f *localNodeFeed) OnNodeSynced() {
+	f.firstOnce.Do(func() { close(f.firstState) })
+}
+
+// connectLocalNode sets s.Client to the feed's clientset and starts the feed; the
+// caller waits for its first state before building the NodeManager.
+func (s *ProxyServer) connectLocalNode(ctx context.Context, address string) {
+	s.localNode = newLocalNodeFeed(address, s.NodeName)
+	s.Client = s.localNode.Client()
+	s.localNode.start(ctx)
+}
+
+// startLocalNodeSource is startInformers with --localnode-source: the server's Services
+// and EndpointSlices go to the proxier (and a dry run's tracker), the Node through the
+// clientset's informers as usual.
+func (s *ProxyServer) startLocalNodeSource(ctx context.Context) {
+	targets := []eventHandler{s.Proxier}
+	if s.dryRun != nil {
+		targets = append(targets, s.dryRun)
+	}
+	s.localNode.attach(targets...)
+	s.startNodeInformers(ctx)
+}
