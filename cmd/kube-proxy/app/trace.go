@@ -39,6 +39,7 @@ type traceOptions struct {
 	localAddrs  []string
 	verbose     bool
 	maxDiffs    int
+	bridges     []string
 }
 
 // newTraceCommand is `kube-proxy trace`.
@@ -62,10 +63,14 @@ masquerading, and the chains, rules and map lookups that decide it, each
 annotated with the Service and endpoint it belongs to.
 
 By default it reads the live rules of this node (iptables-save, or nft -j list
-ruleset of the packet's family and inet in nftables mode); --netns reads those of another network namespace.
+ruleset of the packet's family and inet in nftables mode, or in ipvs mode
+iptables-save, ipset save, the IPVS table and the addresses on kube-ipvs0);
+--netns reads those of another network namespace.
 With --manifests (or --kubeconfig/--master) it computes the rules kube-proxy
 would program instead, without touching the host; with --live as well, it
 traces the live rules and says whether they differ from the computed ones.
+
+ipvs mode is traced from live rules only: kube-proxy has no dry run for it.
 
 Rules the tracer does not model (another program's matches, a rule edited
 by hand) are named in the answer rather than guessed at.`,
@@ -106,6 +111,7 @@ by hand) are named in the answer rather than guessed at.`,
 	fs.BoolVar(&to.live, "live", to.live, "Trace the live rules of the node even when --manifests or a kubeconfig is given (they are then compared with the computed rules). The default is live unless --manifests, --kubeconfig or --master is set.")
 	fs.StringSliceVar(&to.localAddrs, "local-addresses", to.localAddrs, "The node's addresses (what rules call LOCAL). Default: read from the (--netns) network namespace for live rules, the Node's addresses for computed ones.")
 	fs.BoolVar(&to.verbose, "verbose", to.verbose, "Show every step of each path, also jumps that decided nothing, and kube-proxy's logs while it computes rules.")
+	fs.StringSliceVar(&to.bridges, "bridges", to.bridges, "The node's Linux bridges (what ipvs mode's -m physdev --physdev-is-in rules match a packet arriving on). Default: read from the live node in ipvs mode.")
 	fs.IntVar(&to.maxDiffs, "max-differences", to.maxDiffs, "How many differences between the live and the computed rules to list (0 for all).")
 	_ = cmd.MarkFlagFilename("manifests", "yaml", "yml", "json")
 	return cmd, to
@@ -122,6 +128,8 @@ type traceReport struct {
 	// absent when only one of them was read.
 	InSync      *bool              `json:"inSync,omitempty"`
 	Differences []trace.Difference `json:"differences,omitempty"`
+	// Note says what the answer leaves out (ipvs mode is not computed).
+	Note string `json:"note,omitempty"`
 }
 
 func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Writer) error {
@@ -169,6 +177,13 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 	var liveRules, computedRules trace.Tracer
 	node := &trace.Node{}
 	report := traceReport{}
+	if mode == string(kubeproxyconfig.ProxyModeIPVS) && computed {
+		if !live {
+			return errIPVSNotComputed
+		}
+		computed = false
+		report.Note = "the live rules were not compared with computed ones: " + errIPVSNotComputed.Error()
+	}
 	if computed {
 		text, nodeIPs, err := computeRules(ctx, o)
 		if err != nil {
@@ -187,7 +202,13 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		if to.netns != "" {
 			where = "network namespace " + to.netns
 		}
-		if liveRules, err = readLive(ctx, to.netns, mode, family); err != nil {
+		if mode == string(kubeproxyconfig.ProxyModeIPVS) {
+			v, bridges, err := readLiveIPVS(ctx, to.netns, family)
+			if err != nil {
+				return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
+			}
+			liveRules, node.Bridges = v, bridges
+		} else if liveRules, err = readLive(ctx, to.netns, mode, family); err != nil {
 			return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
 		}
 		report.Rules = fmt.Sprintf("live, %s (%s, %s)", where, mode, family)
@@ -206,6 +227,10 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 			return fmt.Errorf("--local-addresses %q: %w", a, err)
 		}
 		node.LocalAddrs = append(node.LocalAddrs, addr)
+	}
+
+	if fs.Changed("bridges") {
+		node.Bridges = append([]string{}, to.bridges...)
 	}
 
 	tracer := computedRules
@@ -249,6 +274,9 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 func (to *traceOptions) writeText(out io.Writer, o *Options, r *traceReport) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Rules: %s\n", r.Rules)
+	if r.Note != "" {
+		fmt.Fprintf(&b, "Note: %s\n", r.Note)
+	}
 	if err := r.Result.WriteText(&b, to.verbose); err != nil {
 		return err
 	}
@@ -398,7 +426,7 @@ func parseComputed(text, mode string, family v1.IPFamily) (trace.Tracer, error) 
 	case kubeproxyconfig.ProxyModeIPTables, "":
 		return parseIPTablesDryRun(section.String())
 	}
-	return nil, fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
+	return nil, fmt.Errorf("proxy mode %q cannot be traced from computed rules (iptables and nftables can)", mode)
 }
 
 // parseIPTablesDryRun reads an iptables dry run: the restore input, plus
@@ -457,7 +485,8 @@ func inNetns(ctx context.Context, netns, name string, args ...string) ([]byte, e
 }
 
 // detectMode picks nftables when kube-proxy's nftables table exists for
-// family, iptables otherwise.
+// family, ipvs when the ipvs proxier's kube-ipvs0 interface exists,
+// iptables otherwise.
 func detectMode(ctx context.Context, netns string, family v1.IPFamily) string {
 	fam := "ip"
 	if family == v1.IPv6Protocol {
@@ -465,6 +494,9 @@ func detectMode(ctx context.Context, netns string, family v1.IPFamily) string {
 	}
 	if _, err := inNetns(ctx, netns, "nft", "list", "table", fam, "kube-proxy"); err == nil {
 		return string(kubeproxyconfig.ProxyModeNFTables)
+	}
+	if _, err := inNetns(ctx, netns, "ip", "link", "show", ipvsDummyDevice); err == nil {
+		return string(kubeproxyconfig.ProxyModeIPVS)
 	}
 	return string(kubeproxyconfig.ProxyModeIPTables)
 }

@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	utilipvs "k8s.io/net-utils/ipvs"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/trace"
+)
+
+// ipvsDummyDevice is the interface the ipvs proxier binds every service
+// address to, so the kernel delivers packets to them locally, where IPVS
+// takes them.
+const ipvsDummyDevice = "kube-ipvs0"
+
+// errIPVSNotComputed is why `kube-proxy trace --proxy-mode ipvs` reads
+// only live rules.
+var errIPVSNotComputed = errors.New("ipvs mode has no computed rules: kube-proxy has no dry run for ipvs (its IPVS table is kernel state, not a script); trace this node's live rules instead (drop --manifests/--kubeconfig/--master, or add --live)")
+
+// ipvsTableReader reads a namespace's IPVS table; tests replace it, as
+// kernels without IPVS (CI's) cannot hold one.
+var ipvsTableReader = readIPVSTable
+
+// readLiveIPVS reads an ipvs-mode node: the IPVS table (first, so that a
+// kernel without IPVS is named as the reason), the family's iptables rules,
+// the ip sets, and the addresses on kube-ipvs0; and the node's bridges,
+// which -m physdev rules tell apart.
+func readLiveIPVS(ctx context.Context, netns string, family v1.IPFamily) (*trace.IPVS, []string, error) {
+	vss, err := ipvsTableReader(netns)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the IPVS table: %w", err)
+	}
+	save, err := readLiveText(ctx, netns, string(kubeproxyconfig.ProxyModeIPTables), family)
+	if err != nil {
+		return nil, nil, err
+	}
+	ipt, err := trace.ParseIPTablesSave(string(save))
+	if err != nil {
+		return nil, nil, fmt.Errorf("iptables-save: %w", err)
+	}
+	setText, err := inNetns(ctx, netns, "ipset", "save")
+	if err != nil {
+		return nil, nil, err
+	}
+	sets, err := trace.ParseIPSets(string(setText))
+	if err != nil {
+		return nil, nil, fmt.Errorf("ipset save: %w", err)
+	}
+	addrJSON, err := inNetns(ctx, netns, "ip", "-j", "addr", "show", "dev", ipvsDummyDevice)
+	if err != nil {
+		return nil, nil, fmt.Errorf("no %s interface (is kube-proxy running in ipvs mode here?): %w", ipvsDummyDevice, err)
+	}
+	bound, err := parseIPAddrJSON(addrJSON)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ip -j addr show dev %s: %w", ipvsDummyDevice, err)
+	}
+	linkJSON, err := inNetns(ctx, netns, "ip", "-j", "link", "show", "type", "bridge")
+	if err != nil {
+		return nil, nil, err
+	}
+	bridges, err := parseBridges(linkJSON)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ip -j link show type bridge: %w", err)
+	}
+	v, err := trace.NewIPVS(ipt, sets, vss, bound)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, bridges, nil
+}
+
+// ipvsTable converts what net-utils' ipvs Interface lists.
+func ipvsTable(h utilipvs.Interface) ([]trace.VirtualServer, error) {
+	vss, err := h.GetVirtualServers()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]trace.VirtualServer, 0, len(vss))
+	for _, vs := range vss {
+		a, ok := netip.AddrFromSlice(vs.Address)
+		if !ok {
+			return nil, fmt.Errorf("virtual server %s: address %q", vs, vs.Address)
+		}
+		tv := trace.VirtualServer{Address: a.Unmap(), Port: vs.Port, Protocol: vs.Protocol, Scheduler: vs.Scheduler,
+			Persistent: vs.Flags&utilipvs.FlagPersistent != 0, Timeout: vs.Timeout}
+		if vs.Flags&utilipvs.FlagSourceHash != 0 {
+			tv.Flags = append(tv.Flags, "sh-port")
+		}
+		rss, err := h.GetRealServers(vs)
+		if err != nil {
+			return nil, fmt.Errorf("real servers of %s: %w", vs, err)
+		}
+		for _, rs := range rss {
+			ra, ok := netip.AddrFromSlice(rs.Address)
+			if !ok {
+				return nil, fmt.Errorf("real server %s of %s: address %q", rs, vs, rs.Address)
+			}
+			// net-utils does not report the forwarding method; kube-proxy
+			// only programs masquerading (NAT) real servers.
+			tv.RealServers = append(tv.RealServers, trace.RealServer{Address: ra.Unmap(), Port: rs.Port, Weight: rs.Weight, Forward: "Masq"})
+		}
+		out = append(out, tv)
+	}
+	return out, nil
+}
+
+func parseIPAddrJSON(out []byte) ([]netip.Addr, error) {
+	var links []struct {
+		AddrInfo []struct {
+			Local string `json:"local"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			if ip, err := netip.ParseAddr(a.Local); err == nil {
+				addrs = append(addrs, ip.WithZone(""))
+			}
+		}
+	}
+	return addrs, nil
+}
+
+func parseBridges(out []byte) ([]string, error) {
+	var links []struct {
+		Name string `json:"ifname"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return nil, err
+	}
+	// Not nil: "no bridges" is an answer, unlike "not known".
+	names := []string{}
+	for _, l := range links {
+		names = append(names, l.Name)
+	}
+	return names, nil
+}

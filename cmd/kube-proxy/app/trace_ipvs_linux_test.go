@@ -1,0 +1,146 @@
+//go:build linux
+
+package app
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	utilipvs "k8s.io/net-utils/ipvs"
+	ipvstest "k8s.io/net-utils/ipvs/testing"
+
+	"k8s.io/kube-proxy/pkg/proxy/trace"
+)
+
+// On a kernel without IPVS the live read fails naming the missing kernel
+// support, rather than tracing iptables rules alone.
+func TestTraceIPVSLiveWithoutKernelSupport(t *testing.T) {
+	ns := newTraceNetns(t, "iptables-save", "ipset")
+	if err := utilipvs.Available(); err == nil {
+		t.Skip("this kernel has IPVS; the test is of a kernel without it")
+	}
+	_, err := runTrace(t, "--proxy-mode=ipvs", "--netns="+ns, "--from=198.19.1.5", "--to=10.96.0.10:80")
+	if err == nil || !strings.Contains(err.Error(), "kernel lacks IPVS support") || !strings.Contains(err.Error(), "ip_vs") {
+		t.Fatalf("error %v, want one naming the kernel's missing IPVS support (ip_vs)", err)
+	}
+}
+
+func TestTraceIPVSNotComputed(t *testing.T) {
+	_, err := runTrace(t, "--manifests="+clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs",
+		"--from=198.19.1.5", "--to=10.96.0.10:80")
+	if err == nil || !strings.Contains(err.Error(), "no dry run for ipvs") {
+		t.Fatalf("error %v, want one saying ipvs mode has no computed rules", err)
+	}
+}
+
+// The live read: iptables rules, ip sets and kube-ipvs0's addresses from a
+// private namespace, and an IPVS table (which the kernel here may not
+// have) from net-utils' fake.
+func TestTraceIPVSLive(t *testing.T) {
+	ns := newTraceNetns(t, "iptables-save", "iptables-restore", "ipset")
+	// The proxier's kube-ipvs0 is a dummy device; this kernel may lack the
+	// dummy driver, and only the addresses on it are read.
+	nsRun(t, ns, "ip", "link", "add", ipvsDummyDevice, "type", "veth", "peer", "name", "kipvs-peer")
+	nsRun(t, ns, "ip", "addr", "add", "10.96.0.10/32", "dev", ipvsDummyDevice)
+	nsRun(t, ns, "ip", "link", "add", "cni0", "type", "bridge")
+	nsRun(t, ns, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer")
+	nsRun(t, ns, "ip", "addr", "add", "198.18.0.2/24", "dev", "eth0")
+	nsRunInput(t, ns, `create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
+add KUBE-CLUSTER-IP 10.96.0.10,tcp:80
+create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536
+add KUBE-LOOP-BACK 198.19.1.5,tcp:8080,198.19.1.5
+`, "ipset", "restore")
+	nsRunInput(t, ns, `*nat
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -s 198.19.0.0/16 -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
+-A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000
+-A KUBE-POSTROUTING -j MASQUERADE --random-fully
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+COMMIT
+`, "iptables-restore")
+
+	fake := ipvstest.NewFake()
+	vs := &utilipvs.VirtualServer{Address: net.ParseIP("10.96.0.10"), Port: 80, Protocol: "TCP", Scheduler: "rr"}
+	for _, err := range []error{
+		fake.AddVirtualServer(vs),
+		fake.AddRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP("198.19.1.5"), Port: 8080, Weight: 1}),
+		fake.AddRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP("198.19.2.5"), Port: 8080, Weight: 1}),
+		fake.AddRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP("198.19.3.5"), Port: 8080, Weight: 0}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := ipvsTableReader
+	ipvsTableReader = func(string) ([]trace.VirtualServer, error) { return ipvsTable(fake) }
+	t.Cleanup(func() { ipvsTableReader = old })
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"pod via the bridge, hairpin masqueraded", []string{"--from=198.19.1.5", "--in-interface=cni0"},
+			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080"}},
+		{"off-cluster client masqueraded", []string{"--from=203.0.113.9", "--in-interface=eth0"},
+			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runTrace(t, append([]string{"--proxy-mode=ipvs", "--netns=" + ns, "--to=10.96.0.10:80/tcp", "-o", "json"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := decodeReport(t, out)
+			if got := outcomeList(rep.Result); !slices.Equal(got, tc.want) {
+				t.Errorf("outcomes %q, want %q\n%s", got, tc.want, out)
+			}
+			for _, o := range rep.Result.Outcomes {
+				if o.IPVS == nil || o.IPVS.VirtualServer != "10.96.0.10:80/TCP" || o.Probability != 0.5 ||
+					!slices.Equal(o.IPVS.Draining, []string{"198.19.3.5:8080"}) {
+					t.Errorf("outcome %s: ipvs %+v probability %v, want virtual server 10.96.0.10:80/TCP, 0.5, 198.19.3.5:8080 draining", o.Key(), o.IPVS, o.Probability)
+				}
+			}
+			if rep.Result.HasUnknown() {
+				t.Errorf("unknowns: %+v", rep.Result.Unknowns)
+			}
+		})
+	}
+}
+
+// ipvsTable converts net-utils' virtual servers, persistence included.
+func TestIPVSTable(t *testing.T) {
+	fake := ipvstest.NewFake()
+	vs := &utilipvs.VirtualServer{Address: net.ParseIP("fd00::10"), Port: 53, Protocol: "UDP", Scheduler: "sh",
+		Flags: utilipvs.FlagPersistent | utilipvs.FlagSourceHash, Timeout: 10800}
+	if err := fake.AddVirtualServer(vs); err != nil {
+		t.Fatal(err)
+	}
+	if err := fake.AddRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP("fd00::2"), Port: 5353, Weight: 2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ipvsTable(fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []trace.VirtualServer{{Address: netip.MustParseAddr("fd00::10"), Port: 53, Protocol: "UDP", Scheduler: "sh",
+		Persistent: true, Timeout: 10800, Flags: []string{"sh-port"},
+		RealServers: []trace.RealServer{{Address: netip.MustParseAddr("fd00::2"), Port: 5353, Weight: 2, Forward: "Masq"}}}}
+	if len(got) != 1 || got[0].String() != want[0].String() || got[0].Timeout != 10800 || !got[0].Persistent ||
+		!slices.Equal(got[0].Flags, want[0].Flags) || !slices.Equal(got[0].RealServers, want[0].RealServers) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
