@@ -20,6 +20,10 @@ type IPSet struct {
 	Members []string
 
 	entries []setEntry
+	// index holds, for every type but hash:net, the entries by the fields
+	// a lookup compares exactly (all but hash:ip,port,net's net), so a
+	// lookup in a set of thousands of services is not a scan.
+	index map[setKey][]int
 	// unmodelled says why the set cannot be evaluated (a type the tracer
 	// does not know); lookups in it are UNKNOWN.
 	unmodelled string
@@ -33,6 +37,21 @@ type setEntry struct {
 	addr2   netip.Addr
 	net     netip.Prefix
 	nomatch bool
+}
+
+type setKey struct {
+	addr, addr2 netip.Addr
+	proto       string
+	port        uint16
+}
+
+// key is e's index key for setType.
+func (e *setEntry) key(setType string) setKey {
+	k := setKey{addr: e.addr.Unmap(), proto: e.proto, port: e.port}
+	if setType == "hash:ip,port,ip" {
+		k.addr2 = e.addr2.Unmap()
+	}
+	return k
 }
 
 // setDims is how many packet fields ("src"/"dst" flags) each modelled
@@ -71,6 +90,13 @@ func NewIPSet(name, setType, family string, members []string) (*IPSet, error) {
 			return nil, fmt.Errorf("ip set %s (%s): member %q: %w", name, setType, m, err)
 		}
 		s.entries = append(s.entries, e)
+	}
+	if setType != "hash:net" {
+		s.index = make(map[setKey][]int, len(s.entries))
+		for i := range s.entries {
+			k := s.entries[i].key(setType)
+			s.index[k] = append(s.index[k], i)
+		}
 	}
 	return s, nil
 }
@@ -271,7 +297,33 @@ func (s *IPSet) test(flags []string, src, dst netip.Addr, proto string, dport ui
 	// hash:net-like lookups take the most specific matching prefix, so a
 	// "nomatch" entry can carve a hole in a wider one.
 	best, found := -1, false
-	for _, e := range s.entries {
+	candidates := func(yield func(setEntry) bool) {
+		for _, e := range s.entries {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+	if s.index != nil {
+		want := setEntry{port: dport}
+		switch s.Type {
+		case "hash:ip":
+			want = setEntry{addr: addr(0)}
+		case "hash:ip,port", "hash:ip,port,net":
+			want.addr, want.proto = addr(0), proto
+		case "hash:ip,port,ip":
+			want.addr, want.proto, want.addr2 = addr(0), proto, addr(2)
+		}
+		hits := s.index[want.key(s.Type)]
+		candidates = func(yield func(setEntry) bool) {
+			for _, i := range hits {
+				if !yield(s.entries[i]) {
+					return
+				}
+			}
+		}
+	}
+	for e := range candidates {
 		var ok bool
 		bits := -1
 		switch s.Type {
