@@ -18,7 +18,15 @@
 //     through this package;
 //   - nftables: `nft -j list ruleset` / `nft -j list table` JSON
 //     (ParseNFTJSON), or an nft script such as knftables' Fake.Dump() or
-//     kube-proxy's --dry-run output (ParseNFTScript).
+//     kube-proxy's --dry-run output (ParseNFTScript);
+//   - ipvs: the iptables rules as above, ip sets (`ipset save` or `ipset
+//     list`, ParseIPSets, or NewIPSet), the IPVS virtual servers
+//     (`ipvsadm -Ln`, ParseIPVSAdm, or VirtualServer values) and the
+//     addresses on kube-ipvs0, put together by NewIPVS. IPVS takes a packet
+//     between filter INPUT and nat INPUT (from outside) or between nat and
+//     filter OUTPUT (from the node) and sends it to each real server of
+//     weight above 0, with the rr/wrr share as its probability; the ipvs
+//     backend's tests trace through this with the fakes' state.
 //
 // The tracer does not guess. A rule, match, expression or target it does not
 // model is reported in the result (Outcome.Verdict Unknown, Result.Unknowns)
@@ -29,8 +37,8 @@
 // program.
 //
 // Kernel state the rules refer to but do not hold (conntrack entries, the
-// node's addresses, iptables' -m recent lists) is given by the caller in
-// Node; nftables affinity sets carry their elements in the ruleset itself.
+// node's addresses, iptables' -m recent lists, which interfaces are
+// bridges) is given by the caller in Node; nftables affinity sets carry their elements in the ruleset itself.
 //
 // Allowed imports: the standard library and k8s.io/klog/v2. It must build on
 // every platform and never import a proxier package: the proxiers' tests
