@@ -98,6 +98,9 @@ COMMIT
 			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080"}},
 		{"off-cluster client masqueraded", []string{"--from=203.0.113.9", "--in-interface=eth0"},
 			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"}},
+		{"with --manifests the live rules are traced, not compared", []string{"--from=203.0.113.9", "--in-interface=eth0",
+			"--live", "--manifests=" + clusterManifests, "--hostname-override=node-1"},
+			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runTrace(t, append([]string{"--proxy-mode=ipvs", "--netns=" + ns, "--to=10.96.0.10:80/tcp", "-o", "json"}, tc.args...)...)
@@ -107,6 +110,9 @@ COMMIT
 			rep := decodeReport(t, out)
 			if got := outcomeList(rep.Result); !slices.Equal(got, tc.want) {
 				t.Errorf("outcomes %q, want %q\n%s", got, tc.want, out)
+			}
+			if slices.Contains(tc.args, "--live") != strings.Contains(rep.Note, "no dry run for ipvs") || rep.InSync != nil {
+				t.Errorf("note %q, in sync %v: want the note exactly when rules were also to be computed, and no comparison", rep.Note, rep.InSync)
 			}
 			for _, o := range rep.Result.Outcomes {
 				if o.IPVS == nil || o.IPVS.VirtualServer != "10.96.0.10:80/TCP" || o.Probability != 0.5 ||
