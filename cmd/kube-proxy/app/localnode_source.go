@@ -310,10 +310,28 @@ func (s *ProxyServer) connectLocalNode(ctx context.Context, address string) {
 // and EndpointSlices go to the proxier (and a dry run's tracker), the Node through the
 // clientset's informers as usual.
 func (s *ProxyServer) startLocalNodeSource(ctx context.Context) {
+	// The replay below completes both lists at once, so the first sync follows
+	// straight away; the Node's zone must be known by then, or the informer delivering
+	// it a moment later would make every Service's endpoints change and force a second
+	// full sync. The informer then delivers the same labels, which changes nothing.
+	if s.NodeManager != nil {
+		if node := s.NodeManager.Node(); node != nil {
+			s.Proxier.OnTopologyChange(nodeTopologyLabels(node))
+		}
+	}
 	targets := []eventHandler{s.Proxier}
 	if s.dryRun != nil {
 		targets = append(targets, s.dryRun)
 	}
 	s.localNode.attach(targets...)
 	s.startNodeInformers(ctx)
+}
+
+// nodeTopologyLabels picks the Node labels config.NodeTopologyConfig hands the proxier.
+func nodeTopologyLabels(node *v1.Node) map[string]string {
+	labels := map[string]string{}
+	if zone, ok := node.Labels[v1.LabelTopologyZone]; ok {
+		labels[v1.LabelTopologyZone] = zone
+	}
+	return labels
 }

@@ -1,0 +1,220 @@
+//go:build linux
+
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
+	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
+	"k8s.io/kube-proxy/pkg/proxy/source/manifests"
+)
+
+// copyExamplesWithout copies examples/cluster into a temporary directory, leaving out
+// the named files.
+func copyExamplesWithout(t *testing.T, skip ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := examplesDir(t)
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".md") || slicesContains(skip, e.Name()) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// startLocalNodeServer serves dir's manifests as node nodeName's LocalNode server at a
+// fresh unix socket, until the test ends.
+func startTestLocalNodeServer(t *testing.T, dir, nodeName string) string {
+	t.Helper()
+	srv, err := lnserver.New(lnserver.Options{Proxy: proxyrun.Options{
+		NodeName: nodeName, Families: []localnode.Family{localnode.IPv4, localnode.IPv6},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := "unix://" + filepath.Join(t.TempDir(), "ln.sock")
+	done := make(chan struct{}, 2)
+	go func() { _ = srv.Run(ctx, manifests.New(dir, nodeName, time.Hour)); done <- struct{}{} }()
+	go func() { _ = srv.Serve(ctx, lnserver.ServeOptions{Address: addr}); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	return addr
+}
+
+// dryRunRules runs the binary's ProxyServer in --dry-run mode with args and returns what
+// it prints.
+func dryRunRules(ctx context.Context, t *testing.T, args ...string) (string, *ProxyServer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	o, err := parseAndComplete(t, append(args, "--dry-run"))
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := newProxyServer(ctx, o.config, serverOptions{
+		manifests: o.manifests, manifestsRescan: time.Hour, localNodeSource: o.localNodeSource,
+		dryRun: true, flags: o.flags,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	var out bytes.Buffer
+	s.dryRunOut = &out
+	if err := s.Run(ctx); err != nil {
+		return "", nil, err
+	}
+	return out.String(), s, nil
+}
+
+// schemaCarriesNodeAddresses reports whether a Node's addresses and podCIDRs survive
+// the LocalNode schema's global view.
+func schemaCarriesNodeAddresses() bool {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	n.Spec.PodCIDRs = []string{"198.19.1.0/24"}
+	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "198.18.0.10"}}
+	back, err := localnodev1.NodeToAPI(localnodev1.NodeFromAPI(n))
+	return err == nil && len(back.Spec.PodCIDRs) == 1 && len(back.Status.Addresses) == 1
+}
+
+// A built-in mode fed over the socket programs exactly what it programs reading the
+// same objects itself: the server's global view carries every Service and
+// EndpointSlice, and the Node, to the proxier and the NodeManager.
+func TestLocalNodeSourceDryRunMatchesManifests(t *testing.T) {
+	// The proxiers' metrics are registered once per process by the first Run; the
+	// in-process server below uses them from its start, so register them first.
+	proxymetrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPTables)
+
+	// The LocalNode schema carries no ServiceCIDRs, so the comparison leaves them out.
+	dir := copyExamplesWithout(t, "servicecidr.yaml")
+	wantNodeIPs := "IPv4=198.18.0.10 IPv6=fd00:18::10"
+	if !schemaCarriesNodeAddresses() {
+		// Until the schema's Node carries addresses and podCIDRs, both sides are given
+		// a Node without them, so the comparison still covers everything else. Both
+		// then wait for the NodeManager's node-IP timeout (30s), in parallel.
+		t.Log("The LocalNode schema's Node carries no addresses or podCIDRs: comparing with a Node without them")
+		stripNodeAddresses(t, filepath.Join(dir, "nodes.yaml"))
+		wantNodeIPs = "IPv4=127.0.0.1 IPv6=::1"
+	}
+	addr := startTestLocalNodeServer(t, dir, "node-1")
+
+	// Each dry run may wait out the NodeManager's node-IP timeout: run them at once.
+	_, ctx := ktesting.NewTestContext(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outs := map[string]string{}
+	nodeIPs := map[string]string{}
+	for _, mode := range []string{"iptables", "nftables"} {
+		for _, from := range []string{"--manifests=" + dir, "--localnode-source=" + addr} {
+			name := mode + "/" + strings.SplitN(from, "=", 2)[0][2:]
+			wg.Go(func() {
+				out, s, err := dryRunRules(ctx, t, "--hostname-override=node-1", "--proxy-mode="+mode,
+					"--cluster-cidr=198.19.0.0/16,fd00:1::/48", from)
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					return
+				}
+				if n := s.NodeManager.Node(); n == nil || n.Labels[v1.LabelTopologyZone] != "zone-a" {
+					t.Errorf("%s: NodeManager's Node: %v", name, n)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				outs[name] = out
+				nodeIPs[name] = fmt.Sprintf("IPv4=%s IPv6=%s", s.NodeIPs[v1.IPv4Protocol], s.NodeIPs[v1.IPv6Protocol])
+			})
+		}
+	}
+	wg.Wait()
+	for _, mode := range []string{"iptables", "nftables"} {
+		want, got := outs[mode+"/manifests"], outs[mode+"/localnode-source"]
+		if want == "" || got == "" {
+			continue // the run failed and said why
+		}
+		if got != want {
+			t.Errorf("%s: rules fed over %s differ from --manifests' (-manifests +localnode):\n%s", mode, addr, lineDiff(want, got))
+		}
+		if !strings.Contains(got, "kube-system/kube-dns") || !strings.Contains(got, "198.19.1.10") {
+			t.Errorf("%s: the rules lack the example's Services:\n%s", mode, got)
+		}
+		if ips := nodeIPs[mode+"/localnode-source"]; ips != wantNodeIPs {
+			t.Errorf("%s: node IPs %s, want %s", mode, ips, wantNodeIPs)
+		}
+	}
+}
+
+// stripNodeAddresses removes node-1's podCIDRs and addresses from the example's
+// nodes.yaml.
+func stripNodeAddresses(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.SplitN(string(data), "\n---\n", 2)
+	node1 := docs[0]
+	spec := strings.Index(node1, "spec:\n")
+	if spec < 0 || len(docs) != 2 {
+		t.Fatalf("%s: unexpected layout", path)
+	}
+	out := node1[:spec] + "---\n" + docs[1]
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lineDiff lists the lines only in a (-) or only in b (+).
+func lineDiff(a, b string) string {
+	count := map[string]int{}
+	for _, l := range strings.Split(a, "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(b, "\n") {
+		count[l]--
+	}
+	var out strings.Builder
+	for l, n := range count {
+		for ; n > 0; n-- {
+			out.WriteString("- " + l + "\n")
+		}
+		for ; n < 0; n++ {
+			out.WriteString("+ " + l + "\n")
+		}
+	}
+	return out.String()
+}
