@@ -173,7 +173,7 @@ func parseProtoPort(s string) (string, uint16, error) {
 // MEMBER ..." lines) or `ipset list` ("Name:", "Type:", "Header:",
 // "Members:" blocks) output.
 func ParseIPSets(text string) ([]*IPSet, error) {
-	type raw struct{ name, typ, family string }
+	type raw struct{ name, typ, family, netmask string }
 	var order []*raw
 	byName := map[string]*raw{}
 	members := map[string][]string{}
@@ -201,7 +201,7 @@ func ParseIPSets(text string) ([]*IPSet, error) {
 			if byName[w[1]] != nil {
 				return nil, fmt.Errorf("line %d: ip set %s created twice", lineNo, w[1])
 			}
-			cur = &raw{name: w[1], typ: w[2], family: optionValue(w[3:], "family")}
+			cur = &raw{name: w[1], typ: w[2], family: optionValue(w[3:], "family"), netmask: optionValue(w[3:], "netmask")}
 			byName[cur.name] = cur
 			order = append(order, cur)
 		case w[0] == "add":
@@ -223,7 +223,8 @@ func ParseIPSets(text string) ([]*IPSet, error) {
 		case cur != nil && strings.HasPrefix(t, "Type:"):
 			cur.typ = strings.TrimSpace(strings.TrimPrefix(t, "Type:"))
 		case cur != nil && strings.HasPrefix(t, "Header:"):
-			cur.family = optionValue(strings.Fields(strings.TrimPrefix(t, "Header:")), "family")
+			h := strings.Fields(strings.TrimPrefix(t, "Header:"))
+			cur.family, cur.netmask = optionValue(h, "family"), optionValue(h, "netmask")
 		case cur != nil && t == "Members:":
 			inMembers = true
 		case cur != nil && (strings.HasPrefix(t, "Revision:") || strings.HasPrefix(t, "Size in memory:") ||
@@ -240,6 +241,10 @@ func ParseIPSets(text string) ([]*IPSet, error) {
 		s, err := NewIPSet(r.name, r.typ, r.family, members[r.name])
 		if err != nil {
 			return nil, err
+		}
+		if r.netmask != "" && s.unmodelled == "" {
+			// Members then stand for whole networks.
+			s.unmodelled = fmt.Sprintf("ip set %s has netmask %s, which the tracer does not model", r.name, r.netmask)
 		}
 		sets = append(sets, s)
 	}

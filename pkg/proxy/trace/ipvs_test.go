@@ -75,6 +75,8 @@ Members:
 		{name: "bad family", text: "create A hash:ip family ipx\n", wantErr: "family"},
 		{name: "garbage", text: "hello\n", wantErr: "unexpected"},
 		{name: "list without type", text: "Name: A\nMembers:\n1.2.3.4\n", wantErr: "type missing"},
+		{name: "netmask is kept but not modelled", text: "create N hash:ip family inet netmask 24\nadd N 10.0.0.0\n", want: map[string][]string{
+			"N": {"hash:ip", "inet", "10.0.0.0"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sets, err := ParseIPSets(tc.text)
@@ -140,6 +142,13 @@ func TestIPSetTest(t *testing.T) {
 		{"hash:net nomatch carves a hole", mk("hash:net", "inet", "10.1.0.0/16", "10.1.2.0/24 nomatch"), "src", "10.1.2.4", "10.0.0.1", "tcp", 1, false, ""},
 		{"unmodelled type", mk("hash:net,iface", "inet", "10.0.0.0/8,eth0"), "src,src", "10.1.2.4", "10.0.0.1", "tcp", 1, false, "does not model"},
 		{"unknown flag", mk("hash:ip", "inet", "10.0.0.1"), "dst,dst,foo", "1.1.1.1", "10.0.0.1", "tcp", 1, false, "flag"},
+		{"netmask", func() *IPSet {
+			s, err := ParseIPSets("create N hash:ip family inet netmask 24\nadd N 10.0.0.0\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s[0]
+		}(), "dst", "1.1.1.1", "10.0.0.1", "tcp", 1, false, "netmask 24"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := tc.set.test(strings.Split(tc.flags, ","), a(tc.src), a(tc.dst), tc.proto, tc.port)
