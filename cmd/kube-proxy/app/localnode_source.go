@@ -174,7 +174,8 @@ func (f *localNodeFeed) waitFirstState(ctx context.Context) error {
 		case <-f.failed:
 			return f.runErr
 		case <-ctx.Done():
-			return fmt.Errorf("--localnode-source %q: no complete state received: %w", f.address, context.Cause(ctx))
+			// The caller says why ctx ended (a dry run's deadline, a signal).
+			return fmt.Errorf("--localnode-source %q: no complete state received (see the reconnect messages above)", f.address)
 		}
 	}
 	f.mu.Lock()
