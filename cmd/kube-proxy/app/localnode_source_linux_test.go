@@ -117,6 +117,9 @@ func schemaCarriesNodeAddresses() bool {
 // same objects itself: the server's global view carries every Service and
 // EndpointSlice, and the Node, to the proxier and the NodeManager.
 func TestLocalNodeSourceDryRunMatchesManifests(t *testing.T) {
+	// Its dry runs may wait out the NodeManager's node-IP timeout: overlap that with
+	// the other tests that do.
+	t.Parallel()
 	// The proxiers' metrics are registered once per process by the first Run; the
 	// in-process server below uses them from its start, so register them first.
 	proxymetrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPTables)
