@@ -113,6 +113,8 @@ type localNodeFeed struct {
 	address  string
 	nodeName string
 	client   *fake.Clientset
+	// logger is the one of the context start was given.
+	logger klog.Logger
 
 	// firstState is closed when the source has delivered its first complete state (it
 	// signals the Node synced last); failed when the source stopped early.
@@ -140,6 +142,7 @@ func newLocalNodeFeed(address, nodeName string) *localNodeFeed {
 	return &localNodeFeed{
 		address: address, nodeName: nodeName,
 		client:     fake.NewClientset(),
+		logger:     klog.Background(),
 		firstState: make(chan struct{}),
 		failed:     make(chan struct{}),
 	}
@@ -151,6 +154,7 @@ func (f *localNodeFeed) Client() clientset.Interface { return f.client }
 // start runs the source until ctx is done. It reconnects on its own; it only stops
 // early when the address cannot be used at all.
 func (f *localNodeFeed) start(ctx context.Context) {
+	f.logger = klog.FromContext(ctx)
 	src := lnclient.NewSource(lnclient.Options{Address: f.address})
 	go func() {
 		if err := src.Run(ctx, f); err != nil {
@@ -256,7 +260,7 @@ func (f *localNodeFeed) OnNodeChange(node *v1.Node) {
 		f.mu.Lock()
 		f.otherNode = node.Name
 		f.mu.Unlock()
-		klog.Background().Error(nil, "The node-local state server serves another node; ignoring its Node",
+		f.logger.Error(nil, "The node-local state server serves another node; ignoring its Node",
 			"address", f.address, "servedNode", node.Name, "nodeName", f.nodeName)
 		return
 	}
@@ -269,7 +273,7 @@ func (f *localNodeFeed) OnNodeChange(node *v1.Node) {
 		_, err = nodes.Create(ctx, n, metav1.CreateOptions{})
 	}
 	if err != nil {
-		klog.Background().Error(err, "Recording the served Node", "node", klog.KObj(node))
+		f.logger.Error(err, "Recording the served Node", "node", klog.KObj(node))
 		return
 	}
 	f.mu.Lock()
@@ -285,7 +289,7 @@ func (f *localNodeFeed) OnNodeDelete(node *v1.Node) {
 	}
 	err := f.client.CoreV1().Nodes().Delete(context.TODO(), node.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		klog.Background().Error(err, "Removing the served Node", "node", klog.KObj(node))
+		f.logger.Error(err, "Removing the served Node", "node", klog.KObj(node))
 		return
 	}
 	f.mu.Lock()

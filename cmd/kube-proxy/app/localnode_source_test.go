@@ -174,6 +174,8 @@ func TestLocalNodeFeedNode(t *testing.T) {
 		wantErr string
 		// wantIP is the InternalIP of node-a in the clientset; "" for no Node.
 		wantIP string
+		// wantDeleting: the Node has a deletion timestamp and the autoscaler's taint.
+		wantDeleting bool
 	}{
 		{
 			name:   "created",
@@ -187,6 +189,18 @@ func TestLocalNodeFeedNode(t *testing.T) {
 				f.OnNodeChange(nodeWithIP("node-a", "z2", "198.18.0.2"))
 			},
 			wantIP: "198.18.0.2",
+		},
+		{
+			name: "being deleted, tainted: both kept for /healthz",
+			events: func(f *localNodeFeed) {
+				n := nodeWithIP("node-a", "z1", "198.18.0.1")
+				now := metav1.Now()
+				n.DeletionTimestamp = &now
+				n.Spec.Taints = []v1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Effect: v1.TaintEffectNoSchedule}}
+				f.OnNodeChange(n)
+			},
+			wantIP:       "198.18.0.1",
+			wantDeleting: true,
 		},
 		{
 			name: "deleted",
@@ -235,6 +249,9 @@ func TestLocalNodeFeedNode(t *testing.T) {
 			var got []string
 			for _, n := range nodes.Items {
 				got = append(got, n.Name+"="+n.Status.Addresses[0].Address)
+				if deleting := n.DeletionTimestamp != nil && len(n.Spec.Taints) == 1; deleting != tc.wantDeleting {
+					t.Errorf("deletion timestamp %v, taints %v; want deleting=%v", n.DeletionTimestamp, n.Spec.Taints, tc.wantDeleting)
+				}
 			}
 			want := []string(nil)
 			if tc.wantIP != "" {
