@@ -26,7 +26,8 @@ import (
 // addLocalNodeSourceFlag registers --localnode-source.
 func addLocalNodeSourceFlag(fs *pflag.FlagSet, address *string) {
 	fs.StringVar(address, "localnode-source", *address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnode/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only). "+
-		"The server's cluster-wide Services and EndpointSlices feed the proxier and its Node feeds node IPs, podCIDRs and topology, as a cluster's would; the server must serve this node (see --hostname-override). "+
+		"The server's cluster-wide Services and EndpointSlices feed the proxier, and its Node the topology and /healthz, as a cluster's would; the server must serve this node (see --hostname-override). "+
+		"The served Node carries no addresses or podCIDRs: node IPs come from --bind-address (else loopback) after a 30s wait for them, so set --nodeport-addresses, and --detect-local-mode=NodeCIDR is not available. "+
 		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
 }
 
