@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
@@ -124,6 +125,12 @@ type localNodeFeed struct {
 	// logger is the one of the context start was given.
 	logger klog.Logger
 
+	// nodeMu orders the Node's writes to the clientset; nodeGen counts the served
+	// Node's changes and deletions, so a delayed deletion knows it was overtaken.
+	nodeMu          sync.Mutex
+	nodeGen         uint64
+	nodeDeleteGrace time.Duration
+
 	// firstState is closed when the source has delivered its first complete state (it
 	// signals the Node synced last); failed when the source stopped early.
 	firstState chan struct{}
@@ -149,10 +156,12 @@ var _ source.NodeHandler = &localNodeFeed{}
 func newLocalNodeFeed(address, nodeName string) *localNodeFeed {
 	return &localNodeFeed{
 		address: address, nodeName: nodeName,
-		client:     fake.NewClientset(),
-		logger:     klog.Background(),
-		firstState: make(chan struct{}),
-		failed:     make(chan struct{}),
+		client: fake.NewClientset(),
+		logger: klog.Background(),
+
+		nodeDeleteGrace: 10 * time.Second,
+		firstState:      make(chan struct{}),
+		failed:          make(chan struct{}),
 	}
 }
 
@@ -264,6 +273,9 @@ func (f *localNodeFeed) OnTopologyChange(map[string]string) {}
 // not this node's and is not mirrored (waitFirstState reports it).
 func (f *localNodeFeed) OnNodeChange(node *v1.Node) {
 	ctx := context.TODO()
+	f.nodeMu.Lock()
+	defer f.nodeMu.Unlock()
+	f.nodeGen++ // cancels a pending deletion
 	if node.Name != f.nodeName {
 		f.mu.Lock()
 		f.otherNode = node.Name
@@ -289,20 +301,36 @@ func (f *localNodeFeed) OnNodeChange(node *v1.Node) {
 	f.mu.Unlock()
 }
 
-// OnNodeDelete removes this node's Node; the NodeManager then exits the process, as
-// it does when a cluster deletes the Node.
+// OnNodeDelete removes this node's Node after nodeDeleteGrace, unless it is served
+// again meanwhile; the NodeManager then exits the process, as it does when a cluster
+// deletes the Node. The grace is for a restarted server whose first state was
+// complete before its own Node informer had listed: its Node comes back in the next
+// batch, and the backend should not restart for it.
 func (f *localNodeFeed) OnNodeDelete(node *v1.Node) {
 	if node.Name != f.nodeName {
 		return
 	}
-	err := f.client.CoreV1().Nodes().Delete(context.TODO(), node.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		f.logger.Error(err, "Removing the served Node", "node", klog.KObj(node))
-		return
-	}
-	f.mu.Lock()
-	f.haveNode = false
-	f.mu.Unlock()
+	f.nodeMu.Lock()
+	defer f.nodeMu.Unlock()
+	f.nodeGen++
+	gen := f.nodeGen
+	f.logger.Info("The node-local state server no longer serves this node's Node; removing it unless it comes back",
+		"node", klog.KObj(node), "grace", f.nodeDeleteGrace)
+	time.AfterFunc(f.nodeDeleteGrace, func() {
+		f.nodeMu.Lock()
+		defer f.nodeMu.Unlock()
+		if f.nodeGen != gen {
+			return
+		}
+		err := f.client.CoreV1().Nodes().Delete(context.TODO(), node.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			f.logger.Error(err, "Removing the served Node", "node", klog.KObj(node))
+			return
+		}
+		f.mu.Lock()
+		f.haveNode = false
+		f.mu.Unlock()
+	})
 }
 
 // OnNodeSynced marks the first complete state: the source signals it after the

@@ -234,6 +234,7 @@ func TestLocalNodeFeedNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newLocalNodeFeed("unix:///unused.sock", "node-a")
+			f.nodeDeleteGrace = 0
 			tc.events(f)
 
 			waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -243,6 +244,7 @@ func TestLocalNodeFeedNode(t *testing.T) {
 			}
 
 			f.OnNodeSynced()
+			waitNodeWrites(f)
 			err := f.waitFirstState(ctx)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -270,6 +272,56 @@ func TestLocalNodeFeedNode(t *testing.T) {
 			}
 			if strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Errorf("clientset holds %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// waitNodeWrites waits for the feed's delayed Node deletions that are due.
+func waitNodeWrites(f *localNodeFeed) {
+	time.Sleep(f.nodeDeleteGrace + 20*time.Millisecond)
+	f.nodeMu.Lock()
+	defer f.nodeMu.Unlock()
+}
+
+// A Node that is no longer served is removed only after a grace period, and not at all
+// when it is served again meanwhile (a restarted server whose Node informer listed
+// after its first state was complete).
+func TestLocalNodeFeedNodeDeleteGrace(t *testing.T) {
+	node := st.Node("node-a", "z1")
+	tests := []struct {
+		name     string
+		events   func(f *localNodeFeed)
+		wantNode bool
+	}{
+		{name: "deleted for good", events: func(f *localNodeFeed) { f.OnNodeDelete(node) }},
+		{
+			name:     "served again within the grace",
+			events:   func(f *localNodeFeed) { f.OnNodeDelete(node); f.OnNodeChange(node) },
+			wantNode: true,
+		},
+		{
+			name: "deleted, back, deleted again",
+			events: func(f *localNodeFeed) {
+				f.OnNodeDelete(node)
+				f.OnNodeChange(node)
+				f.OnNodeDelete(node)
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newLocalNodeFeed("unix:///unused.sock", "node-a")
+			f.nodeDeleteGrace = 300 * time.Millisecond
+			f.OnNodeChange(node)
+			tc.events(f)
+			if _, err := f.Client().CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{}); err != nil {
+				t.Fatalf("the Node went before the grace ended: %v", err)
+			}
+			waitNodeWrites(f)
+			_, err := f.Client().CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+			if got := err == nil; got != tc.wantNode {
+				t.Errorf("Node present after the grace: %v (err %v), want %v", got, err, tc.wantNode)
 			}
 		})
 	}
