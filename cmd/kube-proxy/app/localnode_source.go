@@ -19,9 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 
-	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/config"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
 	lnclient "k8s.io/kube-proxy/pkg/proxy/localnode/client"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
@@ -30,22 +28,16 @@ import (
 func addLocalNodeSourceFlag(fs *pflag.FlagSet, address *string) {
 	fs.StringVar(address, "localnode-source", *address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnode/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only). "+
 		"The server's cluster-wide Services and EndpointSlices feed the proxier, and its Node the topology and /healthz, as a cluster's would; the server must serve this node (see --hostname-override). "+
-		"Until the LocalNode schema's Node carries addresses and podCIDRs, node IPs come from --bind-address (else loopback) after a 30s wait for them, so set --nodeport-addresses, and --detect-local-mode=NodeCIDR is refused. "+
 		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
 }
 
 // validateLocalNodeSource checks --localnode-source and the flags it cannot be combined
 // with; the message names each flag and its value.
-func validateLocalNodeSource(address, kubeconfig, master, manifests, serve string, localMode kubeproxyconfig.LocalMode) error {
+func validateLocalNodeSource(address, kubeconfig, master, manifests, serve string) error {
 	if address == "" {
 		return nil
 	}
 	var errs []error
-	// NodeCIDR needs the Node's podCIDRs, which the NodeManager would wait for in vain
-	// and then fail on, minutes later.
-	if localMode == kubeproxyconfig.LocalModeNodeCIDR && !localNodeSchemaCarriesPodCIDRs() {
-		errs = append(errs, fmt.Errorf("--localnode-source %q cannot be used with --detect-local-mode %q: the LocalNode schema's Node does not carry podCIDRs", address, localMode))
-	}
 	if err := checkLocalNodeAddress(address); err != nil {
 		errs = append(errs, fmt.Errorf("--localnode-source %q: %w", address, err))
 	}
@@ -375,12 +367,4 @@ func nodeTopologyLabels(node *v1.Node) map[string]string {
 		labels[v1.LabelTopologyZone] = zone
 	}
 	return labels
-}
-
-// localNodeSchemaCarriesPodCIDRs reports whether a Node's podCIDRs survive the LocalNode
-// schema, so that the check above lifts itself once the schema carries them.
-func localNodeSchemaCarriesPodCIDRs() bool {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: v1.NodeSpec{PodCIDRs: []string{"198.19.1.0/24"}}}
-	back, err := localnodev1.NodeToAPI(localnodev1.NodeFromAPI(n))
-	return err == nil && len(back.Spec.PodCIDRs) == 1
 }

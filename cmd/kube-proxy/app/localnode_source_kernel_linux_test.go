@@ -56,8 +56,6 @@ func TestLocalNodeSourceKernelRestart(t *testing.T) {
 			t.Skipf("needs %s: %v", bin, err)
 		}
 	}
-	// The backend waits out the NodeManager's node-IP timeout (the schema carries no
-	// node addresses): overlap it with the other tests that do.
 	t.Parallel()
 	type netns struct {
 		name string
@@ -125,12 +123,9 @@ func TestLocalNodeSourceKernelRestart(t *testing.T) {
 	})
 
 	// What the server serves, and, with the edit already made, what a fresh kube-proxy
-	// programs. The fresh one's Node has no addresses, as the backend's has not (the
-	// schema does not carry them; see TestLocalNodeSourceDryRunMatchesManifests), so
-	// their node IPs agree; the server's keeps them, so that it starts at once.
+	// programs.
 	dir := copyExamplesWithout(t, "servicecidr.yaml")
 	edited := copyExamplesWithout(t, "servicecidr.yaml")
-	stripNodeAddresses(t, filepath.Join(edited, "nodes.yaml"))
 	editWeb := func(d string) {
 		web := filepath.Join(d, "web.yaml")
 		data, err := os.ReadFile(web)

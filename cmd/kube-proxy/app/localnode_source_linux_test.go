@@ -14,12 +14,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
 	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
 	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
@@ -103,22 +101,10 @@ func dryRunRules(ctx context.Context, t *testing.T, args ...string) (string, *Pr
 	return out.String(), s, nil
 }
 
-// schemaCarriesNodeAddresses reports whether a Node's addresses and podCIDRs survive
-// the LocalNode schema's global view.
-func schemaCarriesNodeAddresses() bool {
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
-	n.Spec.PodCIDRs = []string{"198.19.1.0/24"}
-	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "198.18.0.10"}}
-	back, err := localnodev1.NodeToAPI(localnodev1.NodeFromAPI(n))
-	return err == nil && len(back.Spec.PodCIDRs) == 1 && len(back.Status.Addresses) == 1
-}
-
 // A built-in mode fed over the socket programs exactly what it programs reading the
 // same objects itself: the server's global view carries every Service and
 // EndpointSlice, and the Node, to the proxier and the NodeManager.
 func TestLocalNodeSourceDryRunMatchesManifests(t *testing.T) {
-	// Its dry runs may wait out the NodeManager's node-IP timeout: overlap that with
-	// the other tests that do.
 	t.Parallel()
 	// The proxiers' metrics are registered once per process by the first Run; the
 	// in-process server below uses them from its start, so register them first.
@@ -127,17 +113,9 @@ func TestLocalNodeSourceDryRunMatchesManifests(t *testing.T) {
 	// The LocalNode schema carries no ServiceCIDRs, so the comparison leaves them out.
 	dir := copyExamplesWithout(t, "servicecidr.yaml")
 	wantNodeIPs := "IPv4=198.18.0.10 IPv6=fd00:18::10"
-	if !schemaCarriesNodeAddresses() {
-		// Until the schema's Node carries addresses and podCIDRs, both sides are given
-		// a Node without them, so the comparison still covers everything else. Both
-		// then wait for the NodeManager's node-IP timeout (30s), in parallel.
-		t.Log("The LocalNode schema's Node carries no addresses or podCIDRs: comparing with a Node without them")
-		stripNodeAddresses(t, filepath.Join(dir, "nodes.yaml"))
-		wantNodeIPs = "IPv4=127.0.0.1 IPv6=::1"
-	}
 	addr := startTestLocalNodeServer(t, dir, "node-1")
 
-	// Each dry run may wait out the NodeManager's node-IP timeout: run them at once.
+	// The dry runs are independent: run them at once.
 	_, ctx := ktesting.NewTestContext(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -182,26 +160,6 @@ func TestLocalNodeSourceDryRunMatchesManifests(t *testing.T) {
 		if ips := nodeIPs[mode+"/localnode-source"]; ips != wantNodeIPs {
 			t.Errorf("%s: node IPs %s, want %s", mode, ips, wantNodeIPs)
 		}
-	}
-}
-
-// stripNodeAddresses removes node-1's podCIDRs and addresses from the example's
-// nodes.yaml.
-func stripNodeAddresses(t *testing.T, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := strings.SplitN(string(data), "\n---\n", 2)
-	node1 := docs[0]
-	spec := strings.Index(node1, "spec:\n")
-	if spec < 0 || len(docs) != 2 {
-		t.Fatalf("%s: unexpected layout", path)
-	}
-	out := node1[:spec] + "---\n" + docs[1]
-	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

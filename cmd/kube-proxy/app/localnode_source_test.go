@@ -70,13 +70,6 @@ func TestLocalNodeSourceFlag(t *testing.T) {
 			wantErr: []string{`--localnode-source "tcp://:7443"`, `no host in ":7443"`},
 		},
 		{
-			name:    "NodeCIDR local detection",
-			args:    []string{"--localnode-source=" + sock, "--detect-local-mode=NodeCIDR"},
-			wantErr: []string{`--localnode-source "` + sock + `" cannot be used with --detect-local-mode "NodeCIDR"`},
-			// Lifted once the schema carries podCIDRs.
-			skip: localNodeSchemaCarriesPodCIDRs(),
-		},
-		{
 			name:    "with --kubeconfig",
 			args:    []string{"--localnode-source=" + sock, "--kubeconfig=/etc/kubeconfig"},
 			wantErr: []string{`--localnode-source "` + sock + `" cannot be combined with --kubeconfig "/etc/kubeconfig"`},

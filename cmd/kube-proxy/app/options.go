@@ -321,7 +321,7 @@ func (o *Options) Validate() error {
 	if o.manifests != "" && (o.master != "" || o.config.ClientConnection.Kubeconfig != "") {
 		errs = append(errs, fmt.Errorf("--manifests %q cannot be combined with --kubeconfig or --master: it replaces the API server", o.manifests))
 	}
-	if err := validateLocalNodeSource(o.localNodeSource, o.config.ClientConnection.Kubeconfig, o.master, o.manifests, o.localNodeServe, o.config.DetectLocalMode); err != nil {
+	if err := validateLocalNodeSource(o.localNodeSource, o.config.ClientConnection.Kubeconfig, o.master, o.manifests, o.localNodeServe); err != nil {
 		errs = append(errs, err)
 	}
 	if o.manifestsRescan <= 0 {

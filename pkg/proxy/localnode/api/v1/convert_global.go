@@ -3,6 +3,8 @@ package localnodev1
 import (
 	"fmt"
 	"maps"
+	"net"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -406,6 +408,10 @@ func NodeFromAPI(n *v1.Node) *Node {
 	for _, t := range n.Spec.Taints {
 		out.TaintKeys = append(out.TaintKeys, t.Key)
 	}
+	for _, a := range n.Status.Addresses {
+		out.Addresses = append(out.Addresses, &NodeAddress{Type: string(a.Type), Address: a.Address})
+	}
+	out.PodCidrs = slices.Clone(n.Spec.PodCIDRs)
 	return out
 }
 
@@ -422,6 +428,22 @@ func NodeToAPI(g *Node) (*v1.Node, error) {
 	}
 	for _, k := range g.GetTaintKeys() {
 		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: k, Effect: v1.TaintEffectNoSchedule})
+	}
+	for i, a := range g.GetAddresses() {
+		t := v1.NodeAddressType(a.GetType())
+		if (t == v1.NodeInternalIP || t == v1.NodeExternalIP) && net.ParseIP(a.GetAddress()) == nil {
+			return nil, fmt.Errorf("node %s: addresses[%d]: %s %q is not an IP address", g.GetName(), i, t, a.GetAddress())
+		}
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: t, Address: a.GetAddress()})
+	}
+	for i, c := range g.GetPodCidrs() {
+		if _, _, err := net.ParseCIDR(c); err != nil {
+			return nil, fmt.Errorf("node %s: pod_cidrs[%d]: %q is not a CIDR", g.GetName(), i, c)
+		}
+		n.Spec.PodCIDRs = append(n.Spec.PodCIDRs, c)
+	}
+	if len(n.Spec.PodCIDRs) > 0 {
+		n.Spec.PodCIDR = n.Spec.PodCIDRs[0]
 	}
 	return n, nil
 }

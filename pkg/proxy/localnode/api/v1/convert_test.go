@@ -196,6 +196,9 @@ func TestGlobalRoundTrip(t *testing.T) {
 	}
 	node := st.Node("n1", "z1")
 	node.Spec.Taints = []v1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Effect: v1.TaintEffectNoSchedule}}
+	// What the NodeManager and --detect-local-mode NodeCIDR read.
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.168.0.2"}, {Type: v1.NodeInternalIP, Address: "fd00::2"}, {Type: v1.NodeHostName, Address: "n1"}}
+	node.Spec.PodCIDR, node.Spec.PodCIDRs = "10.244.1.0/24", []string{"10.244.1.0/24", "fd00:244:1::/64"}
 	gotNode, err := NodeToAPI(NodeFromAPI(node))
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +241,11 @@ func TestGlobalToAPIErrors(t *testing.T) {
 			return err
 		}, "ports[0].port: 65536"},
 		{"node name", func() error { _, err := NodeToAPI(&Node{}); return err }, "node: name: missing"},
+		{"node address", func() error {
+			_, err := NodeToAPI(&Node{Name: "n1", Addresses: []*NodeAddress{{Type: "Hostname", Address: "n1"}, {Type: "InternalIP", Address: "n1"}}})
+			return err
+		}, `node n1: addresses[1]: InternalIP "n1" is not an IP address`},
+		{"node pod CIDR", func() error { _, err := NodeToAPI(&Node{Name: "n1", PodCidrs: []string{"10.244.1.0"}}); return err }, `node n1: pod_cidrs[0]: "10.244.1.0" is not a CIDR`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

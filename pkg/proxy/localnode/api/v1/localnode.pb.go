@@ -1658,8 +1658,13 @@ type Node struct {
 	Deleting        bool     `protobuf:"varint,3,opt,name=deleting,proto3" json:"deleting,omitempty"`
 	TaintKeys       []string `protobuf:"bytes,4,rep,name=taint_keys,json=taintKeys,proto3" json:"taint_keys,omitempty"`
 	ResourceVersion string   `protobuf:"bytes,5,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// addresses and pod_cidrs are what kube-proxy reads of the Node's status and
+	// spec: its node IPs (the primary address per family, --nodeport-addresses
+	// primary) and --detect-local-mode NodeCIDR.
+	Addresses     []*NodeAddress `protobuf:"bytes,6,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	PodCidrs      []string       `protobuf:"bytes,7,rep,name=pod_cidrs,json=podCidrs,proto3" json:"pod_cidrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -1723,6 +1728,74 @@ func (x *Node) GetTaintKeys() []string {
 func (x *Node) GetResourceVersion() string {
 	if x != nil {
 		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *Node) GetAddresses() []*NodeAddress {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *Node) GetPodCidrs() []string {
+	if x != nil {
+		return x.PodCidrs
+	}
+	return nil
+}
+
+// NodeAddress is one of a Node's status addresses: type is the API's
+// NodeAddressType ("InternalIP", "ExternalIP", "Hostname", ...).
+type NodeAddress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAddress) Reset() {
+	*x = NodeAddress{}
+	mi := &file_localnode_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAddress) ProtoMessage() {}
+
+func (x *NodeAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_localnode_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAddress.ProtoReflect.Descriptor instead.
+func (*NodeAddress) Descriptor() ([]byte, []int) {
+	return file_localnode_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NodeAddress) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *NodeAddress) GetAddress() string {
+	if x != nil {
+		return x.Address
 	}
 	return ""
 }
@@ -1864,17 +1937,22 @@ const file_localnode_proto_rawDesc = "" +
 	"\n" +
 	"hint_zones\x18\a \x03(\tR\thintZones\x12\x1d\n" +
 	"\n" +
-	"hint_nodes\x18\b \x03(\tR\thintNodes\"\xfd\x01\n" +
+	"hint_nodes\x18\b \x03(\tR\thintNodes\"\xdd\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12@\n" +
 	"\x06labels\x18\x02 \x03(\v2(.kubeproxy.localnode.v1.Node.LabelsEntryR\x06labels\x12\x1a\n" +
 	"\bdeleting\x18\x03 \x01(\bR\bdeleting\x12\x1d\n" +
 	"\n" +
 	"taint_keys\x18\x04 \x03(\tR\ttaintKeys\x12)\n" +
-	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersion\x1a9\n" +
+	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersion\x12A\n" +
+	"\taddresses\x18\x06 \x03(\v2#.kubeproxy.localnode.v1.NodeAddressR\taddresses\x12\x1b\n" +
+	"\tpod_cidrs\x18\a \x03(\tR\bpodCidrs\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*4\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\";\n" +
+	"\vNodeAddress\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress*4\n" +
 	"\x06Family\x12\x16\n" +
 	"\x12FAMILY_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04IPV4\x10\x01\x12\b\n" +
@@ -1912,7 +1990,7 @@ func file_localnode_proto_rawDescGZIP() []byte {
 }
 
 var file_localnode_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_localnode_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_localnode_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_localnode_proto_goTypes = []any{
 	(Family)(0),                 // 0: kubeproxy.localnode.v1.Family
 	(Protocol)(0),               // 1: kubeproxy.localnode.v1.Protocol
@@ -1934,9 +2012,10 @@ var file_localnode_proto_goTypes = []any{
 	(*EndpointPort)(nil),        // 17: kubeproxy.localnode.v1.EndpointPort
 	(*GlobalEndpoint)(nil),      // 18: kubeproxy.localnode.v1.GlobalEndpoint
 	(*Node)(nil),                // 19: kubeproxy.localnode.v1.Node
-	nil,                         // 20: kubeproxy.localnode.v1.GlobalService.LabelsEntry
-	nil,                         // 21: kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
-	nil,                         // 22: kubeproxy.localnode.v1.Node.LabelsEntry
+	(*NodeAddress)(nil),         // 20: kubeproxy.localnode.v1.NodeAddress
+	nil,                         // 21: kubeproxy.localnode.v1.GlobalService.LabelsEntry
+	nil,                         // 22: kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
+	nil,                         // 23: kubeproxy.localnode.v1.Node.LabelsEntry
 }
 var file_localnode_proto_depIdxs = []int32{
 	0,  // 0: kubeproxy.localnode.v1.WatchRequest.families:type_name -> kubeproxy.localnode.v1.Family
@@ -1964,24 +2043,25 @@ var file_localnode_proto_depIdxs = []int32{
 	2,  // 22: kubeproxy.localnode.v1.GlobalService.session_affinity:type_name -> kubeproxy.localnode.v1.Affinity
 	3,  // 23: kubeproxy.localnode.v1.GlobalService.internal_policy:type_name -> kubeproxy.localnode.v1.Policy
 	3,  // 24: kubeproxy.localnode.v1.GlobalService.external_policy:type_name -> kubeproxy.localnode.v1.Policy
-	20, // 25: kubeproxy.localnode.v1.GlobalService.labels:type_name -> kubeproxy.localnode.v1.GlobalService.LabelsEntry
+	21, // 25: kubeproxy.localnode.v1.GlobalService.labels:type_name -> kubeproxy.localnode.v1.GlobalService.LabelsEntry
 	1,  // 26: kubeproxy.localnode.v1.GlobalServicePort.protocol:type_name -> kubeproxy.localnode.v1.Protocol
 	0,  // 27: kubeproxy.localnode.v1.EndpointSlice.address_type:type_name -> kubeproxy.localnode.v1.Family
 	17, // 28: kubeproxy.localnode.v1.EndpointSlice.ports:type_name -> kubeproxy.localnode.v1.EndpointPort
 	18, // 29: kubeproxy.localnode.v1.EndpointSlice.endpoints:type_name -> kubeproxy.localnode.v1.GlobalEndpoint
-	21, // 30: kubeproxy.localnode.v1.EndpointSlice.labels:type_name -> kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
+	22, // 30: kubeproxy.localnode.v1.EndpointSlice.labels:type_name -> kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
 	1,  // 31: kubeproxy.localnode.v1.EndpointPort.protocol:type_name -> kubeproxy.localnode.v1.Protocol
 	4,  // 32: kubeproxy.localnode.v1.GlobalEndpoint.ready:type_name -> kubeproxy.localnode.v1.Condition
 	4,  // 33: kubeproxy.localnode.v1.GlobalEndpoint.serving:type_name -> kubeproxy.localnode.v1.Condition
 	4,  // 34: kubeproxy.localnode.v1.GlobalEndpoint.terminating:type_name -> kubeproxy.localnode.v1.Condition
-	22, // 35: kubeproxy.localnode.v1.Node.labels:type_name -> kubeproxy.localnode.v1.Node.LabelsEntry
-	5,  // 36: kubeproxy.localnode.v1.LocalNode.Watch:input_type -> kubeproxy.localnode.v1.WatchRequest
-	6,  // 37: kubeproxy.localnode.v1.LocalNode.Watch:output_type -> kubeproxy.localnode.v1.WatchEvent
-	37, // [37:38] is the sub-list for method output_type
-	36, // [36:37] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	23, // 35: kubeproxy.localnode.v1.Node.labels:type_name -> kubeproxy.localnode.v1.Node.LabelsEntry
+	20, // 36: kubeproxy.localnode.v1.Node.addresses:type_name -> kubeproxy.localnode.v1.NodeAddress
+	5,  // 37: kubeproxy.localnode.v1.LocalNode.Watch:input_type -> kubeproxy.localnode.v1.WatchRequest
+	6,  // 38: kubeproxy.localnode.v1.LocalNode.Watch:output_type -> kubeproxy.localnode.v1.WatchEvent
+	38, // [38:39] is the sub-list for method output_type
+	37, // [37:38] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_localnode_proto_init() }
@@ -2005,7 +2085,7 @@ func file_localnode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_localnode_proto_rawDesc), len(file_localnode_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
