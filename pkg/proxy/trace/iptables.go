@@ -883,61 +883,14 @@ func (ipt *IPTables) Trace(pk Packet, node *Node) (*Result, error) {
 		node = &Node{}
 	}
 	w := &iptWalk{ipt: ipt, pk: &pk, node: node}
-	start := pstate{src: pk.Src, dst: pk.Dst, dport: pk.Port, prob: 1, iif: pk.InInterface}
 	var finals []final
 
 	hook := func(states []pstate, hookName string) ([]pstate, error) {
 		return w.runHook(states, hookName, iptHooks[hookName], &finals)
 	}
-	var err error
-	states := []pstate{start}
-	if pk.From == FromHost {
-		states[0].iif = ""
-		if states, err = hook(states, "OUTPUT"); err != nil {
-			return nil, err
-		}
-		if states, err = hook(states, "POSTROUTING"); err != nil {
-			return nil, err
-		}
-		// A locally destined packet comes back in through lo.
-		var local, remote []pstate
-		for _, st := range states {
-			if node.isLocal(st.dst) {
-				st.iif, st.fromLoopRtn = "lo", true
-				local = append(local, st)
-			} else {
-				remote = append(remote, st)
-			}
-		}
-		if local, err = hook(local, "PREROUTING"); err != nil {
-			return nil, err
-		}
-		if local, err = hook(local, "INPUT"); err != nil {
-			return nil, err
-		}
-		states = append(remote, local...)
-	} else {
-		if states, err = hook(states, "PREROUTING"); err != nil {
-			return nil, err
-		}
-		var local, fwd []pstate
-		for _, st := range states {
-			if node.isLocal(st.dst) {
-				local = append(local, st)
-			} else {
-				fwd = append(fwd, st)
-			}
-		}
-		if local, err = hook(local, "INPUT"); err != nil {
-			return nil, err
-		}
-		if fwd, err = hook(fwd, "FORWARD"); err != nil {
-			return nil, err
-		}
-		if fwd, err = hook(fwd, "POSTROUTING"); err != nil {
-			return nil, err
-		}
-		states = append(local, fwd...)
+	states, err := walkHooks(&pk, node, hook)
+	if err != nil {
+		return nil, err
 	}
 	for _, st := range states {
 		finals = append(finals, final{st, Accept})

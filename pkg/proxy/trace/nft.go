@@ -940,54 +940,12 @@ func (nft *NFTables) Trace(pk Packet, node *Node) (*Result, error) {
 		}
 		return states, nil
 	}
-	var err error
-	states := []pstate{{src: pk.Src, dst: pk.Dst, dport: pk.Port, prob: 1, iif: pk.InInterface}}
-	if pk.From == FromHost {
-		states[0].iif = ""
-		if states, err = hook(states, "output"); err != nil {
-			return nil, err
-		}
-		if states, err = hook(states, "postrouting"); err != nil {
-			return nil, err
-		}
-		var local, remote []pstate
-		for _, st := range states {
-			if node.isLocal(st.dst) {
-				st.iif, st.fromLoopRtn = "lo", true
-				local = append(local, st)
-			} else {
-				remote = append(remote, st)
-			}
-		}
-		if local, err = hook(local, "prerouting"); err != nil {
-			return nil, err
-		}
-		if local, err = hook(local, "input"); err != nil {
-			return nil, err
-		}
-		states = append(remote, local...)
-	} else {
-		if states, err = hook(states, "prerouting"); err != nil {
-			return nil, err
-		}
-		var local, fwd []pstate
-		for _, st := range states {
-			if node.isLocal(st.dst) {
-				local = append(local, st)
-			} else {
-				fwd = append(fwd, st)
-			}
-		}
-		if local, err = hook(local, "input"); err != nil {
-			return nil, err
-		}
-		if fwd, err = hook(fwd, "forward"); err != nil {
-			return nil, err
-		}
-		if fwd, err = hook(fwd, "postrouting"); err != nil {
-			return nil, err
-		}
-		states = append(local, fwd...)
+	// nft names its hooks in lower case.
+	states, err := walkHooks(&pk, node, func(states []pstate, hookName string) ([]pstate, error) {
+		return hook(states, strings.ToLower(hookName))
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, st := range states {
 		finals = append(finals, final{st, Accept})

@@ -511,3 +511,62 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(r)
 }
+
+// walkHooks follows a new packet through the netfilter hooks in the kernel's
+// order, for both rule languages: a node's own packet takes OUTPUT and
+// POSTROUTING and, when locally destined, comes back in through lo
+// (PREROUTING, INPUT, with nat not run again); any other packet takes
+// PREROUTING, then INPUT if the (possibly DNATed) destination is local, or
+// FORWARD and POSTROUTING. hook runs one hook, named in upper case, over a
+// set of states and returns those that go on.
+func walkHooks(pk *Packet, node *Node, hook func(states []pstate, hookName string) ([]pstate, error)) ([]pstate, error) {
+	start := pstate{src: pk.Src, dst: pk.Dst, dport: pk.Port, prob: 1, iif: pk.InInterface}
+	run := func(states []pstate, hooks ...string) ([]pstate, error) {
+		var err error
+		for _, h := range hooks {
+			if states, err = hook(states, h); err != nil {
+				return nil, err
+			}
+		}
+		return states, nil
+	}
+	if pk.From == FromHost {
+		start.iif = ""
+		states, err := run([]pstate{start}, "OUTPUT", "POSTROUTING")
+		if err != nil {
+			return nil, err
+		}
+		var local, remote []pstate
+		for _, st := range states {
+			if node.isLocal(st.dst) {
+				st.iif, st.fromLoopRtn = "lo", true
+				local = append(local, st)
+			} else {
+				remote = append(remote, st)
+			}
+		}
+		if local, err = run(local, "PREROUTING", "INPUT"); err != nil {
+			return nil, err
+		}
+		return append(remote, local...), nil
+	}
+	states, err := run([]pstate{start}, "PREROUTING")
+	if err != nil {
+		return nil, err
+	}
+	var local, fwd []pstate
+	for _, st := range states {
+		if node.isLocal(st.dst) {
+			local = append(local, st)
+		} else {
+			fwd = append(fwd, st)
+		}
+	}
+	if local, err = run(local, "INPUT"); err != nil {
+		return nil, err
+	}
+	if fwd, err = run(fwd, "FORWARD", "POSTROUTING"); err != nil {
+		return nil, err
+	}
+	return append(local, fwd...), nil
+}
