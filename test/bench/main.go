@@ -13,6 +13,10 @@
 // Usage (as root):
 //
 //	go run ./test/bench [-modes iptables,nftables] [-services 1000,10000] [-endpoints 10] [-changes 5]
+//
+// With -upstream (a build of this same command against k8s.io/kubernetes, made by
+// test/bench/side-by-side.sh), each configuration runs -rounds times with ours and
+// upstream's worker interleaved, and one table shows the medians side by side.
 package main
 
 import (
@@ -66,10 +70,29 @@ func main() {
 	eps := flag.Int("endpoints", 10, "endpoints per Service")
 	changes := flag.Int("changes", 5, "one-change syncs to time per configuration (the median is shown)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up on a configuration after this long")
+	upstream := flag.String("upstream", "", "path to this command built against upstream Kubernetes (see side-by-side.sh); runs both, interleaved")
+	rounds := flag.Int("rounds", 3, "with -upstream: rounds of every configuration (medians are shown)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and programs real kernel rules in them")
 		os.Exit(2)
+	}
+	if *upstream != "" {
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		cfgs, err := parseConfigs(*modes, *sizes)
+		if err != nil || *rounds < 1 {
+			fmt.Fprintf(os.Stderr, "bad flags: -modes %q -services %q -rounds %d: %v\n", *modes, *sizes, *rounds, err)
+			os.Exit(2)
+		}
+		if err := sideBySide(os.Stdout, self, *upstream, cfgs, *rounds, *eps, *changes, *timeout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
 	}
 	var results []result
 	failed := false
@@ -80,7 +103,7 @@ func main() {
 				fmt.Fprintf(os.Stderr, "bad Service count %q\n", s)
 				os.Exit(2)
 			}
-			r, err := runChild(strings.TrimSpace(mode), n, *eps, *changes, *timeout)
+			r, err := runChild("", strings.TrimSpace(mode), n, *eps, *changes, *timeout)
 			if errors.Is(err, errTimeout) {
 				fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", mode, n, err)
 				results = append(results, result{Mode: strings.TrimSpace(mode), Services: n, Endpoints: *eps, TimedOut: *timeout})
@@ -104,11 +127,15 @@ func main() {
 }
 
 // runChild re-executes this binary in a new network namespace as the worker for
-// one configuration.
-func runChild(mode string, services, eps, changes int, timeout time.Duration) (result, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return result{}, err
+// one configuration; exe, when set, is another build of this command to run
+// instead (upstream's, for -upstream).
+func runChild(exe, mode string, services, eps, changes int, timeout time.Duration) (result, error) {
+	self := exe
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return result{}, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

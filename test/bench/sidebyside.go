@@ -1,0 +1,200 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type config struct {
+	mode     string
+	services int
+}
+
+func parseConfigs(modes, sizes string) ([]config, error) {
+	var cfgs []config
+	for _, m := range strings.Split(modes, ",") {
+		m = strings.TrimSpace(m)
+		if m != "iptables" && m != "nftables" {
+			return nil, fmt.Errorf("mode %q: want iptables or nftables", m)
+		}
+		for _, s := range strings.Split(sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("Service count %q: want a positive integer", s)
+			}
+			cfgs = append(cfgs, config{m, n})
+		}
+	}
+	return cfgs, nil
+}
+
+// outcome is one implementation's rounds of one configuration.
+type outcome struct {
+	runs     []result
+	timedOut time.Duration // set when any round did not finish
+	failed   error
+}
+
+// sideBySide runs every configuration rounds times, ours and upstream's worker
+// back to back, the order alternating between rounds so that neither side
+// always runs right after the other's heavy kernel work. A side that times out
+// or fails in a round is not run again for that configuration: the later
+// rounds would only cost the same timeout.
+func sideBySide(w io.Writer, ours, upstream string, cfgs []config, rounds, eps, changes int, timeout time.Duration) error {
+	type key struct {
+		config
+		upstream bool
+	}
+	out := map[key]*outcome{}
+	for _, c := range cfgs {
+		out[key{c, false}] = &outcome{}
+		out[key{c, true}] = &outcome{}
+	}
+	for round := range rounds {
+		for _, c := range cfgs {
+			order := []bool{false, true}
+			if round%2 == 1 {
+				order = []bool{true, false}
+			}
+			for _, up := range order {
+				o := out[key{c, up}]
+				if o.timedOut > 0 || o.failed != nil {
+					continue
+				}
+				exe, name := ours, "ours"
+				if up {
+					exe, name = upstream, "upstream"
+				}
+				start := time.Now()
+				r, err := runChild(exe, c.mode, c.services, eps, changes, timeout)
+				switch {
+				case errors.Is(err, errTimeout):
+					o.timedOut = timeout
+				case err != nil:
+					o.failed = err
+				default:
+					o.runs = append(o.runs, r)
+				}
+				fmt.Fprintf(os.Stderr, "round %d %s %d %s: %s (%v)\n", round+1, c.mode, c.services, name, summary(r, err), time.Since(start).Round(time.Second))
+			}
+		}
+	}
+	printSideBySide(w, cfgs, func(c config, up bool) *outcome { return out[key{c, up}] })
+	for _, c := range cfgs {
+		for _, up := range []bool{false, true} {
+			if err := out[key{c, up}].failed; err != nil {
+				return fmt.Errorf("%s %d (upstream=%v): %w", c.mode, c.services, up, err)
+			}
+		}
+	}
+	return nil
+}
+
+func summary(r result, err error) string {
+	if err != nil {
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		return first
+	}
+	return fmt.Sprintf("full %.0f ms, change %.1f ms, add %.1f ms, no-op %.1f ms, peak %.1f MiB",
+		r.FullSyncMs, median(r.ChangeMs), median(r.AddMs), median(r.NoopMs), float64(r.PeakRSSKiB)/1024)
+}
+
+// column is one figure of a side: the median over rounds of each round's own
+// median (or single value).
+type column func(result) float64
+
+var columns = []struct {
+	name string
+	get  column
+	unit func(float64) string
+}{
+	{"full sync", func(r result) float64 { return r.FullSyncMs }, fmtMs},
+	{"one-endpoint change", func(r result) float64 { return median(r.ChangeMs) }, fmtMs},
+	{"add service", func(r result) float64 { return median(r.AddMs) }, fmtMs},
+	{"no-op", func(r result) float64 { return median(r.NoopMs) }, fmtMs},
+	{"peak RSS", func(r result) float64 { return float64(r.PeakRSSKiB) / 1024 }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
+}
+
+func fmtMs(ms float64) string {
+	switch {
+	case ms >= 10000:
+		return fmt.Sprintf("%.1f s", ms/1000)
+	case ms >= 1000:
+		return fmt.Sprintf("%.2f s", ms/1000)
+	case ms >= 10:
+		return fmt.Sprintf("%.0f ms", ms)
+	case ms >= 1:
+		return fmt.Sprintf("%.1f ms", ms)
+	default:
+		return fmt.Sprintf("%.2f ms", ms)
+	}
+}
+
+// cell renders one side's figure: its median, "did not finish in X" or
+// "failed"; a side with fewer finished rounds than asked says how many.
+func cell(o *outcome, get column, unit func(float64) string) string {
+	switch {
+	case len(o.runs) == 0 && o.timedOut > 0:
+		return "did not finish in " + o.timedOut.String()
+	case len(o.runs) == 0:
+		return "failed"
+	}
+	vs := make([]float64, len(o.runs))
+	for i, r := range o.runs {
+		vs[i] = get(r)
+	}
+	return unit(median(vs))
+}
+
+// printSideBySide writes a Markdown table, ours / upstream in each cell, then
+// every round's full sync and one-change figures, so the spread is visible.
+func printSideBySide(w io.Writer, cfgs []config, get func(config, bool) *outcome) {
+	fmt.Fprint(w, "| mode, services (ours / upstream) | rounds |")
+	for _, c := range columns {
+		fmt.Fprintf(w, " %s |", c.name)
+	}
+	fmt.Fprint(w, "\n|---|---|")
+	for range columns {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, c := range cfgs {
+		o, u := get(c, false), get(c, true)
+		fmt.Fprintf(w, "| %s %d | %d / %d |", c.mode, c.services, len(o.runs), len(u.runs))
+		for _, col := range columns {
+			fmt.Fprintf(w, " %s / %s |", cell(o, col.get, col.unit), cell(u, col.get, col.unit))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	for _, c := range cfgs {
+		for _, up := range []bool{false, true} {
+			o := get(c, up)
+			name := "ours"
+			if up {
+				name = "upstream"
+			}
+			var full, change []string
+			for _, r := range o.runs {
+				full = append(full, fmtMs(r.FullSyncMs))
+				change = append(change, fmtMs(median(r.ChangeMs)))
+			}
+			extra := ""
+			if o.timedOut > 0 {
+				extra = fmt.Sprintf("; then did not finish in %v", o.timedOut)
+			}
+			if o.failed != nil {
+				extra = "; then failed"
+			}
+			fmt.Fprintf(w, "- %s %d %s: full sync %s; one-change %s%s\n", c.mode, c.services, name,
+				strings.Join(full, ", "), strings.Join(change, ", "), extra)
+		}
+	}
+}
