@@ -72,6 +72,7 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up on a configuration after this long")
 	upstream := flag.String("upstream", "", "path to this command built against upstream Kubernetes (see side-by-side.sh); runs both, interleaved")
 	rounds := flag.Int("rounds", 3, "with -upstream: rounds of every configuration (medians are shown)")
+	only := flag.String("configs", "", "with -upstream: mode:services pairs (nftables:10000,iptables:1000) instead of -modes × -services")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and programs real kernel rules in them")
@@ -83,9 +84,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		cfgs, err := parseConfigs(*modes, *sizes)
+		cfgs, err := parseConfigs(*modes, *sizes, *only)
 		if err != nil || *rounds < 1 {
-			fmt.Fprintf(os.Stderr, "bad flags: -modes %q -services %q -rounds %d: %v\n", *modes, *sizes, *rounds, err)
+			fmt.Fprintf(os.Stderr, "bad flags: -modes %q -services %q -configs %q -rounds %d: %v\n", *modes, *sizes, *only, *rounds, err)
 			os.Exit(2)
 		}
 		if err := sideBySide(os.Stdout, self, *upstream, cfgs, *rounds, *eps, *changes, *timeout); err != nil {

@@ -5,12 +5,12 @@
 # table of medians is printed (ours / upstream in every cell). Example:
 #
 #   test/bench/side-by-side.sh -modes nftables -services 1000,10000 -rounds 3
-#   test/bench/side-by-side.sh -modes iptables -services 1000 -rounds 3 -timeout 8m
+#   test/bench/side-by-side.sh -configs nftables:1000,nftables:10000,iptables:1000 -timeout 8m
 #
 # Every flag goes to `go run ./test/bench` (see README.md): -modes, -services,
 # -endpoints, -changes, -timeout (per configuration and side; a side that
 # exceeds it shows "did not finish in X" and is not retried in later rounds),
-# -rounds. The upstream worker is test/bench itself, built against
+# -rounds, and -configs mode:services,... (instead of -modes × -services). The upstream worker is test/bench itself, built against
 # k8s.io/kubernetes@v1.37.2 by upstream/build.sh, so both sides run the same
 # cluster, steps and measurements. Progress goes to stderr, with the load
 # average before and after, since the figures are wall times.

@@ -17,8 +17,24 @@ type config struct {
 	services int
 }
 
-func parseConfigs(modes, sizes string) ([]config, error) {
+// parseConfigs returns the configurations to run: the pairs of only when set
+// ("nftables:10000,iptables:1000"), else every mode with every size.
+func parseConfigs(modes, sizes, only string) ([]config, error) {
 	var cfgs []config
+	if only != "" {
+		for _, p := range strings.Split(only, ",") {
+			m, n, ok := strings.Cut(strings.TrimSpace(p), ":")
+			if !ok {
+				return nil, fmt.Errorf("config %q: want mode:services", p)
+			}
+			c, err := parseConfigs(m, n, "")
+			if err != nil {
+				return nil, fmt.Errorf("config %q: %w", p, err)
+			}
+			cfgs = append(cfgs, c...)
+		}
+		return cfgs, nil
+	}
 	for _, m := range strings.Split(modes, ",") {
 		m = strings.TrimSpace(m)
 		if m != "iptables" && m != "nftables" {
