@@ -460,6 +460,8 @@ type Op struct {
 	//	*Op_DeleteEndpointSlice
 	//	*Op_SetNode
 	//	*Op_DeleteNode
+	//	*Op_SetServiceCidr
+	//	*Op_DeleteServiceCidr
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -574,6 +576,24 @@ func (x *Op) GetDeleteNode() *ObjectKey {
 	return nil
 }
 
+func (x *Op) GetSetServiceCidr() *ServiceCIDR {
+	if x != nil {
+		if x, ok := x.Op.(*Op_SetServiceCidr); ok {
+			return x.SetServiceCidr
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetDeleteServiceCidr() *ObjectKey {
+	if x != nil {
+		if x, ok := x.Op.(*Op_DeleteServiceCidr); ok {
+			return x.DeleteServiceCidr
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -610,6 +630,14 @@ type Op_DeleteNode struct {
 	DeleteNode *ObjectKey `protobuf:"bytes,8,opt,name=delete_node,json=deleteNode,proto3,oneof"`
 }
 
+type Op_SetServiceCidr struct {
+	SetServiceCidr *ServiceCIDR `protobuf:"bytes,9,opt,name=set_service_cidr,json=setServiceCidr,proto3,oneof"`
+}
+
+type Op_DeleteServiceCidr struct {
+	DeleteServiceCidr *ObjectKey `protobuf:"bytes,10,opt,name=delete_service_cidr,json=deleteServiceCidr,proto3,oneof"`
+}
+
 func (*Op_SetService) isOp_Op() {}
 
 func (*Op_DeleteService) isOp_Op() {}
@@ -625,6 +653,10 @@ func (*Op_DeleteEndpointSlice) isOp_Op() {}
 func (*Op_SetNode) isOp_Op() {}
 
 func (*Op_DeleteNode) isOp_Op() {}
+
+func (*Op_SetServiceCidr) isOp_Op() {}
+
+func (*Op_DeleteServiceCidr) isOp_Op() {}
 
 // PortName names one port of one Service: the key of node-local objects, with the family.
 type PortName struct {
@@ -1800,6 +1832,71 @@ func (x *NodeAddress) GetAddress() string {
 	return ""
 }
 
+// ServiceCIDR is a networking.k8s.io/v1 ServiceCIDR (cluster-scoped, so its ObjectKey
+// has no namespace): the ranges cluster IPs are allocated from. A proxy drops traffic to
+// an address of these ranges that no Service holds. Servers older than these fields
+// send none, which reads as a cluster without ServiceCIDRs: nothing is dropped.
+type ServiceCIDR struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// cidrs are the spec's CIDRs in their textual form ("10.96.0.0/16", "fd00:96::/112").
+	Cidrs           []string `protobuf:"bytes,2,rep,name=cidrs,proto3" json:"cidrs,omitempty"`
+	ResourceVersion string   `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ServiceCIDR) Reset() {
+	*x = ServiceCIDR{}
+	mi := &file_localnode_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceCIDR) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceCIDR) ProtoMessage() {}
+
+func (x *ServiceCIDR) ProtoReflect() protoreflect.Message {
+	mi := &file_localnode_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceCIDR.ProtoReflect.Descriptor instead.
+func (*ServiceCIDR) Descriptor() ([]byte, []int) {
+	return file_localnode_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ServiceCIDR) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServiceCIDR) GetCidrs() []string {
+	if x != nil {
+		return x.Cidrs
+	}
+	return nil
+}
+
+func (x *ServiceCIDR) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
 var File_localnode_proto protoreflect.FileDescriptor
 
 const file_localnode_proto_rawDesc = "" +
@@ -1822,7 +1919,7 @@ const file_localnode_proto_rawDesc = "" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x12\x14\n" +
 	"\x05reset\x18\x03 \x01(\bR\x05reset\x12,\n" +
 	"\x03ops\x18\x04 \x03(\v2\x1a.kubeproxy.localnode.v1.OpR\x03ops\x12\x16\n" +
-	"\x06synced\x18\x05 \x01(\bR\x06synced\"\xfc\x04\n" +
+	"\x06synced\x18\x05 \x01(\bR\x06synced\"\xa2\x06\n" +
 	"\x02Op\x12B\n" +
 	"\vset_service\x18\x01 \x01(\v2\x1f.kubeproxy.localnode.v1.ServiceH\x00R\n" +
 	"setService\x12K\n" +
@@ -1833,7 +1930,10 @@ const file_localnode_proto_rawDesc = "" +
 	"\x15delete_endpoint_slice\x18\x06 \x01(\v2!.kubeproxy.localnode.v1.ObjectKeyH\x00R\x13deleteEndpointSlice\x129\n" +
 	"\bset_node\x18\a \x01(\v2\x1c.kubeproxy.localnode.v1.NodeH\x00R\asetNode\x12D\n" +
 	"\vdelete_node\x18\b \x01(\v2!.kubeproxy.localnode.v1.ObjectKeyH\x00R\n" +
-	"deleteNodeB\x04\n" +
+	"deleteNode\x12O\n" +
+	"\x10set_service_cidr\x18\t \x01(\v2#.kubeproxy.localnode.v1.ServiceCIDRH\x00R\x0esetServiceCidr\x12S\n" +
+	"\x13delete_service_cidr\x18\n" +
+	" \x01(\v2!.kubeproxy.localnode.v1.ObjectKeyH\x00R\x11deleteServiceCidrB\x04\n" +
 	"\x02op\"\x8e\x01\n" +
 	"\bPortName\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1952,7 +2052,11 @@ const file_localnode_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\";\n" +
 	"\vNodeAddress\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress*4\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"b\n" +
+	"\vServiceCIDR\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05cidrs\x18\x02 \x03(\tR\x05cidrs\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion*4\n" +
 	"\x06Family\x12\x16\n" +
 	"\x12FAMILY_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04IPV4\x10\x01\x12\b\n" +
@@ -1990,7 +2094,7 @@ func file_localnode_proto_rawDescGZIP() []byte {
 }
 
 var file_localnode_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_localnode_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_localnode_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_localnode_proto_goTypes = []any{
 	(Family)(0),                 // 0: kubeproxy.localnode.v1.Family
 	(Protocol)(0),               // 1: kubeproxy.localnode.v1.Protocol
@@ -2013,9 +2117,10 @@ var file_localnode_proto_goTypes = []any{
 	(*GlobalEndpoint)(nil),      // 18: kubeproxy.localnode.v1.GlobalEndpoint
 	(*Node)(nil),                // 19: kubeproxy.localnode.v1.Node
 	(*NodeAddress)(nil),         // 20: kubeproxy.localnode.v1.NodeAddress
-	nil,                         // 21: kubeproxy.localnode.v1.GlobalService.LabelsEntry
-	nil,                         // 22: kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
-	nil,                         // 23: kubeproxy.localnode.v1.Node.LabelsEntry
+	(*ServiceCIDR)(nil),         // 21: kubeproxy.localnode.v1.ServiceCIDR
+	nil,                         // 22: kubeproxy.localnode.v1.GlobalService.LabelsEntry
+	nil,                         // 23: kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
+	nil,                         // 24: kubeproxy.localnode.v1.Node.LabelsEntry
 }
 var file_localnode_proto_depIdxs = []int32{
 	0,  // 0: kubeproxy.localnode.v1.WatchRequest.families:type_name -> kubeproxy.localnode.v1.Family
@@ -2028,40 +2133,42 @@ var file_localnode_proto_depIdxs = []int32{
 	12, // 7: kubeproxy.localnode.v1.Op.delete_endpoint_slice:type_name -> kubeproxy.localnode.v1.ObjectKey
 	19, // 8: kubeproxy.localnode.v1.Op.set_node:type_name -> kubeproxy.localnode.v1.Node
 	12, // 9: kubeproxy.localnode.v1.Op.delete_node:type_name -> kubeproxy.localnode.v1.ObjectKey
-	1,  // 10: kubeproxy.localnode.v1.PortName.protocol:type_name -> kubeproxy.localnode.v1.Protocol
-	0,  // 11: kubeproxy.localnode.v1.ServiceKey.family:type_name -> kubeproxy.localnode.v1.Family
-	8,  // 12: kubeproxy.localnode.v1.ServiceKey.name:type_name -> kubeproxy.localnode.v1.PortName
-	0,  // 13: kubeproxy.localnode.v1.Service.family:type_name -> kubeproxy.localnode.v1.Family
-	8,  // 14: kubeproxy.localnode.v1.Service.name:type_name -> kubeproxy.localnode.v1.PortName
-	2,  // 15: kubeproxy.localnode.v1.Service.session_affinity:type_name -> kubeproxy.localnode.v1.Affinity
-	3,  // 16: kubeproxy.localnode.v1.Service.internal_policy:type_name -> kubeproxy.localnode.v1.Policy
-	3,  // 17: kubeproxy.localnode.v1.Service.external_policy:type_name -> kubeproxy.localnode.v1.Policy
-	11, // 18: kubeproxy.localnode.v1.Service.endpoints:type_name -> kubeproxy.localnode.v1.Endpoint
-	0,  // 19: kubeproxy.localnode.v1.GlobalService.ip_families:type_name -> kubeproxy.localnode.v1.Family
-	14, // 20: kubeproxy.localnode.v1.GlobalService.ports:type_name -> kubeproxy.localnode.v1.GlobalServicePort
-	15, // 21: kubeproxy.localnode.v1.GlobalService.load_balancer_ingress:type_name -> kubeproxy.localnode.v1.LoadBalancerIngress
-	2,  // 22: kubeproxy.localnode.v1.GlobalService.session_affinity:type_name -> kubeproxy.localnode.v1.Affinity
-	3,  // 23: kubeproxy.localnode.v1.GlobalService.internal_policy:type_name -> kubeproxy.localnode.v1.Policy
-	3,  // 24: kubeproxy.localnode.v1.GlobalService.external_policy:type_name -> kubeproxy.localnode.v1.Policy
-	21, // 25: kubeproxy.localnode.v1.GlobalService.labels:type_name -> kubeproxy.localnode.v1.GlobalService.LabelsEntry
-	1,  // 26: kubeproxy.localnode.v1.GlobalServicePort.protocol:type_name -> kubeproxy.localnode.v1.Protocol
-	0,  // 27: kubeproxy.localnode.v1.EndpointSlice.address_type:type_name -> kubeproxy.localnode.v1.Family
-	17, // 28: kubeproxy.localnode.v1.EndpointSlice.ports:type_name -> kubeproxy.localnode.v1.EndpointPort
-	18, // 29: kubeproxy.localnode.v1.EndpointSlice.endpoints:type_name -> kubeproxy.localnode.v1.GlobalEndpoint
-	22, // 30: kubeproxy.localnode.v1.EndpointSlice.labels:type_name -> kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
-	1,  // 31: kubeproxy.localnode.v1.EndpointPort.protocol:type_name -> kubeproxy.localnode.v1.Protocol
-	4,  // 32: kubeproxy.localnode.v1.GlobalEndpoint.ready:type_name -> kubeproxy.localnode.v1.Condition
-	4,  // 33: kubeproxy.localnode.v1.GlobalEndpoint.serving:type_name -> kubeproxy.localnode.v1.Condition
-	4,  // 34: kubeproxy.localnode.v1.GlobalEndpoint.terminating:type_name -> kubeproxy.localnode.v1.Condition
-	23, // 35: kubeproxy.localnode.v1.Node.labels:type_name -> kubeproxy.localnode.v1.Node.LabelsEntry
-	20, // 36: kubeproxy.localnode.v1.Node.addresses:type_name -> kubeproxy.localnode.v1.NodeAddress
-	5,  // 37: kubeproxy.localnode.v1.LocalNode.Watch:input_type -> kubeproxy.localnode.v1.WatchRequest
-	6,  // 38: kubeproxy.localnode.v1.LocalNode.Watch:output_type -> kubeproxy.localnode.v1.WatchEvent
-	38, // [38:39] is the sub-list for method output_type
-	37, // [37:38] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	21, // 10: kubeproxy.localnode.v1.Op.set_service_cidr:type_name -> kubeproxy.localnode.v1.ServiceCIDR
+	12, // 11: kubeproxy.localnode.v1.Op.delete_service_cidr:type_name -> kubeproxy.localnode.v1.ObjectKey
+	1,  // 12: kubeproxy.localnode.v1.PortName.protocol:type_name -> kubeproxy.localnode.v1.Protocol
+	0,  // 13: kubeproxy.localnode.v1.ServiceKey.family:type_name -> kubeproxy.localnode.v1.Family
+	8,  // 14: kubeproxy.localnode.v1.ServiceKey.name:type_name -> kubeproxy.localnode.v1.PortName
+	0,  // 15: kubeproxy.localnode.v1.Service.family:type_name -> kubeproxy.localnode.v1.Family
+	8,  // 16: kubeproxy.localnode.v1.Service.name:type_name -> kubeproxy.localnode.v1.PortName
+	2,  // 17: kubeproxy.localnode.v1.Service.session_affinity:type_name -> kubeproxy.localnode.v1.Affinity
+	3,  // 18: kubeproxy.localnode.v1.Service.internal_policy:type_name -> kubeproxy.localnode.v1.Policy
+	3,  // 19: kubeproxy.localnode.v1.Service.external_policy:type_name -> kubeproxy.localnode.v1.Policy
+	11, // 20: kubeproxy.localnode.v1.Service.endpoints:type_name -> kubeproxy.localnode.v1.Endpoint
+	0,  // 21: kubeproxy.localnode.v1.GlobalService.ip_families:type_name -> kubeproxy.localnode.v1.Family
+	14, // 22: kubeproxy.localnode.v1.GlobalService.ports:type_name -> kubeproxy.localnode.v1.GlobalServicePort
+	15, // 23: kubeproxy.localnode.v1.GlobalService.load_balancer_ingress:type_name -> kubeproxy.localnode.v1.LoadBalancerIngress
+	2,  // 24: kubeproxy.localnode.v1.GlobalService.session_affinity:type_name -> kubeproxy.localnode.v1.Affinity
+	3,  // 25: kubeproxy.localnode.v1.GlobalService.internal_policy:type_name -> kubeproxy.localnode.v1.Policy
+	3,  // 26: kubeproxy.localnode.v1.GlobalService.external_policy:type_name -> kubeproxy.localnode.v1.Policy
+	22, // 27: kubeproxy.localnode.v1.GlobalService.labels:type_name -> kubeproxy.localnode.v1.GlobalService.LabelsEntry
+	1,  // 28: kubeproxy.localnode.v1.GlobalServicePort.protocol:type_name -> kubeproxy.localnode.v1.Protocol
+	0,  // 29: kubeproxy.localnode.v1.EndpointSlice.address_type:type_name -> kubeproxy.localnode.v1.Family
+	17, // 30: kubeproxy.localnode.v1.EndpointSlice.ports:type_name -> kubeproxy.localnode.v1.EndpointPort
+	18, // 31: kubeproxy.localnode.v1.EndpointSlice.endpoints:type_name -> kubeproxy.localnode.v1.GlobalEndpoint
+	23, // 32: kubeproxy.localnode.v1.EndpointSlice.labels:type_name -> kubeproxy.localnode.v1.EndpointSlice.LabelsEntry
+	1,  // 33: kubeproxy.localnode.v1.EndpointPort.protocol:type_name -> kubeproxy.localnode.v1.Protocol
+	4,  // 34: kubeproxy.localnode.v1.GlobalEndpoint.ready:type_name -> kubeproxy.localnode.v1.Condition
+	4,  // 35: kubeproxy.localnode.v1.GlobalEndpoint.serving:type_name -> kubeproxy.localnode.v1.Condition
+	4,  // 36: kubeproxy.localnode.v1.GlobalEndpoint.terminating:type_name -> kubeproxy.localnode.v1.Condition
+	24, // 37: kubeproxy.localnode.v1.Node.labels:type_name -> kubeproxy.localnode.v1.Node.LabelsEntry
+	20, // 38: kubeproxy.localnode.v1.Node.addresses:type_name -> kubeproxy.localnode.v1.NodeAddress
+	5,  // 39: kubeproxy.localnode.v1.LocalNode.Watch:input_type -> kubeproxy.localnode.v1.WatchRequest
+	6,  // 40: kubeproxy.localnode.v1.LocalNode.Watch:output_type -> kubeproxy.localnode.v1.WatchEvent
+	40, // [40:41] is the sub-list for method output_type
+	39, // [39:40] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_localnode_proto_init() }
@@ -2078,6 +2185,8 @@ func file_localnode_proto_init() {
 		(*Op_DeleteEndpointSlice)(nil),
 		(*Op_SetNode)(nil),
 		(*Op_DeleteNode)(nil),
+		(*Op_SetServiceCidr)(nil),
+		(*Op_DeleteServiceCidr)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2085,7 +2194,7 @@ func file_localnode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_localnode_proto_rawDesc), len(file_localnode_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
