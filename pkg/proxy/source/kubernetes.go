@@ -11,7 +11,8 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/config"
 )
 
-// Kubernetes is a Source reading an API server through client-go informers.
+// Kubernetes is a Source reading an API server through client-go informers. It also
+// delivers ServiceCIDRs to a Handler that implements ServiceCIDRHandler.
 type Kubernetes struct {
 	client   kubernetes.Interface
 	nodeName string
@@ -39,6 +40,11 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	sliceConfig := config.NewEndpointSliceConfig(ctx, factories.EndpointSlices.Discovery().V1().EndpointSlices(), k.resync)
 	sliceConfig.RegisterEventHandler(h)
 
+	var cidrsSynced func()
+	if ch, ok := h.(ServiceCIDRHandler); ok {
+		cidrsSynced = registerServiceCIDRs(ctx, factories, ch)
+	}
+
 	var nodeConfig *config.NodeConfig
 	if factories.Node != nil {
 		topo := config.NewNodeTopologyConfig(ctx, factories.Node.Core().V1().Nodes(), k.resync)
@@ -59,6 +65,9 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	go sliceConfig.Run(ctx.Done())
 	if nodeConfig != nil {
 		go nodeConfig.Run(ctx.Done())
+	}
+	if cidrsSynced != nil {
+		go cidrsSynced()
 	}
 
 	<-ctx.Done()

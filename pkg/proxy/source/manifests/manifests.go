@@ -49,3 +49,7 @@ func (m *Source) Run(ctx context.Context, h source.Handler) error {
 	}()
 	return source.NewKubernetes(m.src.Client(), m.nodeName, 0).Run(ctx, h)
 }
+
+// DeliversServiceCIDRs implements source.ServiceCIDRSource: the manifests' ServiceCIDRs
+// reach a Handler that implements source.ServiceCIDRHandler.
+func (m *Source) DeliversServiceCIDRs() bool { return true }
