@@ -98,7 +98,11 @@ func sideBySide(w io.Writer, ours, upstream string, cfgs []config, rounds, eps, 
 				default:
 					o.runs = append(o.runs, r)
 				}
-				fmt.Fprintf(os.Stderr, "round %d %s %d %s: %s (%v)\n", round+1, c.mode, c.services, name, summary(r, err), time.Since(start).Round(time.Second))
+				// The load average, because these are wall times on a machine
+				// other jobs may share.
+				load, _ := os.ReadFile("/proc/loadavg")
+				fmt.Fprintf(os.Stderr, "round %d %s %d %s: %s (%v, load %s)\n", round+1, c.mode, c.services, name, summary(r, err),
+					time.Since(start).Round(time.Second), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
 			}
 		}
 	}
@@ -202,15 +206,22 @@ func printSideBySide(w io.Writer, cfgs []config, get func(config, bool) *outcome
 				full = append(full, fmtMs(r.FullSyncMs))
 				change = append(change, fmtMs(median(r.ChangeMs)))
 			}
-			extra := ""
-			if o.timedOut > 0 {
-				extra = fmt.Sprintf("; then did not finish in %v", o.timedOut)
+			var end string
+			switch {
+			case o.timedOut > 0:
+				end = fmt.Sprintf("did not finish in %v", o.timedOut)
+			case o.failed != nil:
+				end = "failed"
 			}
-			if o.failed != nil {
-				extra = "; then failed"
+			if len(o.runs) == 0 {
+				fmt.Fprintf(w, "- %s %d %s: %s\n", c.mode, c.services, name, end)
+				continue
+			}
+			if end != "" {
+				end = "; then " + end
 			}
 			fmt.Fprintf(w, "- %s %d %s: full sync %s; one-change %s%s\n", c.mode, c.services, name,
-				strings.Join(full, ", "), strings.Join(change, ", "), extra)
+				strings.Join(full, ", "), strings.Join(change, ", "), end)
 		}
 	}
 }
