@@ -65,11 +65,15 @@ type Server struct {
 	mu sync.Mutex
 	// last is each family's last State, to diff the next one against.
 	last map[localnode.Family]*localnode.State
-	// ready is closed once every family has a State and the global view is synced.
+	// ready is closed once every family has a State and the global view is synced
+	// (ServiceCIDRs too, when the source delivers them).
 	ready                   chan struct{}
 	readyOnce               sync.Once
 	svcSynced, slicesSynced bool
-	familiesSeen            map[localnode.Family]bool
+	// cidrsSynced is set at Run when the source delivers no ServiceCIDRs, so that
+	// readiness does not wait for them.
+	cidrsSynced  bool
+	familiesSeen map[localnode.Family]bool
 
 	watches   atomic.Int64
 	sentBytes atomic.Uint64
@@ -132,6 +136,11 @@ func (s *Server) SentBytes() uint64 { return s.sentBytes.Load() }
 func (s *Server) Run(ctx context.Context, src source.Source) error {
 	opts := s.opts.Proxy
 	opts.Families = s.families
+	if cs, ok := src.(source.ServiceCIDRSource); !ok || !cs.DeliversServiceCIDRs() {
+		s.mu.Lock()
+		s.cidrsSynced = true
+		s.mu.Unlock()
+	}
 	p, err := proxyrun.New(backend.FullStateFunc(s.syncState), opts)
 	if err != nil {
 		return fmt.Errorf("localnode server: %w", err)
@@ -196,7 +205,7 @@ func (s *Server) syncState(ctx context.Context, st *localnode.State) error {
 
 func (s *Server) checkReady() {
 	s.mu.Lock()
-	ok := s.svcSynced && s.slicesSynced && len(s.familiesSeen) == len(s.families)
+	ok := s.svcSynced && s.slicesSynced && s.cidrsSynced && len(s.familiesSeen) == len(s.families)
 	s.mu.Unlock()
 	if ok {
 		s.readyOnce.Do(func() { close(s.ready) })
@@ -220,6 +229,7 @@ type teeHandler struct {
 }
 
 var _ source.NodeHandler = &teeHandler{}
+var _ source.ServiceCIDRHandler = &teeHandler{}
 
 func objName(ns, name string) string { return ns + "/" + name }
 

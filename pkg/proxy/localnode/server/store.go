@@ -17,6 +17,7 @@ const (
 	kindGlobalService
 	kindEndpointSlice
 	kindNode
+	kindServiceCIDR
 )
 
 // key names one stored object: the family only for node-local services.
