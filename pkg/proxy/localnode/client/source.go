@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -16,7 +17,7 @@ import (
 
 // Source is a source.Source reading the global view of a LocalNode server. It delivers
 // nothing before the first complete state; then every object as an add and both synced
-// signals, the Node (to a handler that implements source.NodeHandler) and its topology
+// signals, ServiceCIDRs (to a handler that implements source.ServiceCIDRHandler), the Node (to a handler that implements source.NodeHandler) and its topology
 // labels; then changes as updates, and after a reconnect that needed a full state, the
 // difference between what it delivered and the new state, as an informer does after a
 // relist.
@@ -25,6 +26,12 @@ type Source struct {
 }
 
 var _ source.Source = &Source{}
+var _ source.ServiceCIDRSource = &Source{}
+
+// DeliversServiceCIDRs implements source.ServiceCIDRSource. A server that predates
+// ServiceCIDRs in the schema sends none: the handler is told they are synced, and
+// empty, with the first state.
+func (s *Source) DeliversServiceCIDRs() bool { return true }
 
 // NewSource returns a Source for the server opts.Address names.
 func NewSource(opts Options) *Source {
@@ -37,10 +44,16 @@ type Global struct {
 	Services map[types.NamespacedName]*v1.Service
 	Slices   map[types.NamespacedName]*discovery.EndpointSlice
 	Node     *v1.Node
+	// ServiceCIDRs are keyed by name alone: they are cluster-scoped.
+	ServiceCIDRs map[types.NamespacedName]*networkingv1.ServiceCIDR
 }
 
 func newGlobal() *Global {
-	return &Global{Services: map[types.NamespacedName]*v1.Service{}, Slices: map[types.NamespacedName]*discovery.EndpointSlice{}}
+	return &Global{
+		Services:     map[types.NamespacedName]*v1.Service{},
+		Slices:       map[types.NamespacedName]*discovery.EndpointSlice{},
+		ServiceCIDRs: map[types.NamespacedName]*networkingv1.ServiceCIDR{},
+	}
 }
 
 // Apply decodes a batch onto a copy of g; g is unchanged, so a batch that does not decode
@@ -49,6 +62,10 @@ func (g *Global) Apply(b *Batch) (*Global, error) {
 	out := newGlobal()
 	if !b.Reset {
 		out.Services, out.Slices, out.Node = maps.Clone(g.Services), maps.Clone(g.Slices), g.Node
+		out.ServiceCIDRs = maps.Clone(g.ServiceCIDRs)
+		if out.ServiceCIDRs == nil {
+			out.ServiceCIDRs = map[types.NamespacedName]*networkingv1.ServiceCIDR{}
+		}
 	}
 	for i, op := range b.Ops {
 		switch o := op.GetOp().(type) {
@@ -76,6 +93,14 @@ func (g *Global) Apply(b *Batch) (*Global, error) {
 			out.Node = n
 		case *localnodev1.Op_DeleteNode:
 			out.Node = nil
+		case *localnodev1.Op_SetServiceCidr:
+			c, err := localnodev1.ServiceCIDRToAPI(o.SetServiceCidr)
+			if err != nil {
+				return nil, fmt.Errorf("ops[%d]: %w", i, err)
+			}
+			out.ServiceCIDRs[types.NamespacedName{Name: c.Name}] = c
+		case *localnodev1.Op_DeleteServiceCidr:
+			delete(out.ServiceCIDRs, types.NamespacedName{Name: o.DeleteServiceCidr.GetName()})
 		case nil:
 			return nil, fmt.Errorf("ops[%d]: empty op", i)
 		}
@@ -95,6 +120,14 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		next, err := delivered.Apply(b)
 		if err != nil {
 			return err
+		}
+		// ServiceCIDRs go first, so the proxier knows the ranges by its first sync,
+		// which follows the two lists' synced signals.
+		if ch, ok := h.(source.ServiceCIDRHandler); ok {
+			deliver(delivered.ServiceCIDRs, next.ServiceCIDRs, ch.OnServiceCIDRAdd, ch.OnServiceCIDRUpdate, ch.OnServiceCIDRDelete)
+			if first {
+				ch.OnServiceCIDRsSynced()
+			}
 		}
 		deliver(delivered.Services, next.Services, h.OnServiceAdd, h.OnServiceUpdate, nil)
 		if first {
