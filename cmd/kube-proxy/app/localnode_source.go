@@ -27,7 +27,7 @@ import (
 // addLocalNodeSourceFlag registers --localnode-source.
 func addLocalNodeSourceFlag(fs *pflag.FlagSet, address *string) {
 	fs.StringVar(address, "localnode-source", *address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnode/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only). "+
-		"The server's cluster-wide Services and EndpointSlices feed the proxier, and its Node the topology and /healthz, as a cluster's would; the server must serve this node (see --hostname-override). "+
+		"The server's cluster-wide Services, EndpointSlices and ServiceCIDRs feed the proxier, and its Node the topology and /healthz, as a cluster's would; the server must serve this node (see --hostname-override). "+
 		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
 }
 
@@ -109,7 +109,8 @@ type eventHandler interface {
 // process as it would there. Services and EndpointSlices go straight to the proxier:
 // the source already delivers them as informers would (adds, then both synced
 // signals, then changes), and a clientset in between would hold another copy of the
-// cluster.
+// cluster. The ServiceCIDRs' union goes straight to the proxier too
+// (localnode_source_servicecidr.go).
 type localNodeFeed struct {
 	address  string
 	nodeName string
@@ -138,6 +139,10 @@ type localNodeFeed struct {
 	// otherNode is the name of a Node the server served that is not this node's.
 	otherNode string
 	haveNode  bool
+
+	// cidrMu guards cidrs, the union of the served ServiceCIDRs.
+	cidrMu sync.Mutex
+	cidrs  serviceCIDRUnion
 }
 
 var _ source.Handler = &localNodeFeed{}
@@ -339,9 +344,9 @@ func (s *ProxyServer) connectLocalNode(ctx context.Context, address string) {
 	s.localNode.start(ctx)
 }
 
-// startLocalNodeSource is startInformers with --localnode-source: the server's Services
-// and EndpointSlices go to the proxier (and a dry run's tracker), the Node through the
-// clientset's informers as usual.
+// startLocalNodeSource is startInformers with --localnode-source: the server's Services,
+// EndpointSlices and ServiceCIDRs go to the proxier (the first two to a dry run's
+// tracker too), the Node through the clientset's informers as usual.
 func (s *ProxyServer) startLocalNodeSource(ctx context.Context) {
 	// The replay below completes both lists at once, so the first sync follows
 	// straight away; the Node's zone must be known by then, or the informer delivering

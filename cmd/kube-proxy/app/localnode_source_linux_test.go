@@ -102,16 +102,17 @@ func dryRunRules(ctx context.Context, t *testing.T, args ...string) (string, *Pr
 }
 
 // A built-in mode fed over the socket programs exactly what it programs reading the
-// same objects itself: the server's global view carries every Service and
-// EndpointSlice, and the Node, to the proxier and the NodeManager.
+// same objects itself: the server's global view carries every Service, EndpointSlice
+// and ServiceCIDR to the proxier, and the Node to the NodeManager.
 func TestLocalNodeSourceDryRunMatchesManifests(t *testing.T) {
 	t.Parallel()
 	// The proxiers' metrics are registered once per process by the first Run; the
 	// in-process server below uses them from its start, so register them first.
 	proxymetrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPTables)
 
-	// The LocalNode schema carries no ServiceCIDRs, so the comparison leaves them out.
-	dir := copyExamplesWithout(t, "servicecidr.yaml")
+	// Every example, ServiceCIDRs included: nftables drops traffic to their unallocated
+	// addresses, so rules fed without them would differ.
+	dir := copyExamplesWithout(t)
 	wantNodeIPs := "IPv4=198.18.0.10 IPv6=fd00:18::10"
 	addr := startTestLocalNodeServer(t, dir, "node-1")
 
