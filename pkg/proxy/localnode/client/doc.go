@@ -2,7 +2,7 @@
 // k8s.io/kube-proxy/pkg/proxy/localnode/server) and hands it on, in one of two ways:
 //
 //   - Source is a source.Source built from the server's global view: the cluster's
-//     Services and EndpointSlices and this Node. proxyrun runs any backend on it
+//     Services, EndpointSlices and ServiceCIDRs and this Node. proxyrun runs any backend on it
 //     unchanged, in another process than the API watcher.
 //   - RunBackend hands the server's node-local States (the brain already ran there)
 //     straight to a backend.FullState, one complete State per family and batch.

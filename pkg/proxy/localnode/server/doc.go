@@ -2,7 +2,8 @@
 // k8s.io/kube-proxy/pkg/proxy/localnode/api/v1): it runs any source through the brain,
 // exactly as proxyrun does for an in-process backend, and streams the node-local
 // services of each family, and the global view (the cluster's Services and
-// EndpointSlices before node-local filtering, and this Node) to every watcher.
+// EndpointSlices before node-local filtering, its ServiceCIDRs when the source delivers
+// them, and this Node) to every watcher.
 //
 // The state is a set of keyed objects, each stamped with the revision that last changed
 // it; deletions leave a tombstone. A watcher is only a revision: whenever the state moves
