@@ -14,7 +14,9 @@
 //
 // All sources implement Source and apply the same filtering, so a proxy behaves alike on
 // each. Every Source delivers the Node (for /healthz's node eligibility) to a Handler that
-// also implements NodeHandler.
+// also implements NodeHandler. Those that implement ServiceCIDRSource (Kubernetes, the
+// manifests, the LocalNode client) also deliver the cluster's ServiceCIDRs to a Handler
+// that implements ServiceCIDRHandler; Static does not.
 //
 // Allowed imports: the brain (pkg/proxy/config, pkg/proxy/apis), the standard library and
 // k8s.io/{api,apimachinery,client-go,klog}. Not pkg/proxy/manifest (see above); no
