@@ -124,8 +124,8 @@ func TestLocalNodeSourceKernelRestart(t *testing.T) {
 
 	// What the server serves, and, with the edit already made, what a fresh kube-proxy
 	// programs.
-	dir := copyExamplesWithout(t, "servicecidr.yaml")
-	edited := copyExamplesWithout(t, "servicecidr.yaml")
+	dir := copyExamplesWithout(t)
+	edited := copyExamplesWithout(t)
 	editWeb := func(d string) {
 		web := filepath.Join(d, "web.yaml")
 		data, err := os.ReadFile(web)
