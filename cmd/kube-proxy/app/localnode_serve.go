@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"k8s.io/kube-proxy/pkg/features"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
@@ -41,6 +42,11 @@ func (s *ProxyServer) startLocalNodeServer(ctx context.Context, address string) 
 		return
 	}
 	src := source.NewKubernetes(s.Client, s.NodeName, s.Config.ConfigSyncPeriod.Duration)
+	if !features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
+		// As startInformers: without the gate kube-proxy does not read ServiceCIDRs, and
+		// the server would otherwise wait for a list that may never come.
+		src.WithoutServiceCIDRs()
+	}
 	go func() {
 		if err := srv.Run(ctx, src); err != nil {
 			logger.Error(err, "Node-local state source failed")

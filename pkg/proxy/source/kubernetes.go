@@ -17,6 +17,18 @@ type Kubernetes struct {
 	client   kubernetes.Interface
 	nodeName string
 	resync   time.Duration
+	// noServiceCIDRs: see WithoutServiceCIDRs.
+	noServiceCIDRs bool
+}
+
+// WithoutServiceCIDRs stops k from watching ServiceCIDRs, for an API server that does
+// not serve networking.k8s.io/v1 ServiceCIDR to this client (the API turned off, or
+// RBAC without it): its informer would never list, and a consumer waiting for
+// OnServiceCIDRsSynced would wait forever. kube-proxy ties this to the
+// MultiCIDRServiceAllocator gate, as it does for its own ServiceCIDR informer.
+func (k *Kubernetes) WithoutServiceCIDRs() *Kubernetes {
+	k.noServiceCIDRs = true
+	return k
 }
 
 // NewKubernetes returns a source reading client, with nodeName's topology labels; a
@@ -41,7 +53,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	sliceConfig.RegisterEventHandler(h)
 
 	var cidrsSynced func()
-	if ch, ok := h.(ServiceCIDRHandler); ok {
+	if ch, ok := h.(ServiceCIDRHandler); ok && !k.noServiceCIDRs {
 		cidrsSynced = registerServiceCIDRs(ctx, factories, ch)
 	}
 

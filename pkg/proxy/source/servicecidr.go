@@ -33,7 +33,7 @@ type ServiceCIDRSource interface {
 }
 
 // DeliversServiceCIDRs implements ServiceCIDRSource.
-func (k *Kubernetes) DeliversServiceCIDRs() bool { return true }
+func (k *Kubernetes) DeliversServiceCIDRs() bool { return !k.noServiceCIDRs }
 
 // registerServiceCIDRs registers h on the factories' ServiceCIDR informer, which must
 // not have started, and returns what signals OnServiceCIDRsSynced once it has listed

@@ -3,11 +3,16 @@ package source
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
@@ -82,4 +87,35 @@ func TestKubernetesServiceCIDRsOptional(t *testing.T) {
 	go func() { _ = NewKubernetes(client, "", 0).Run(ctx, h); close(done) }()
 	h.WaitFor(t, "svc-synced")
 	h.WaitFor(t, "slices-synced")
+}
+
+// Without ServiceCIDRs (an API server that refuses to list them, as RBAC without
+// servicecidrs does) the source neither watches them nor claims to deliver them, so a
+// consumer does not wait for a list that never comes.
+func TestKubernetesWithoutServiceCIDRs(t *testing.T) {
+	client := fake.NewClientset(serviceCIDR("kubernetes", "10.96.0.0/16"))
+	var lists atomic.Int32
+	client.PrependReactor("list", "servicecidrs", func(clienttesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		return true, nil, apierrors.NewForbidden(networkingv1.Resource("servicecidrs"), "", nil)
+	})
+	src := NewKubernetes(client, "", 0).WithoutServiceCIDRs()
+	if src.DeliversServiceCIDRs() {
+		t.Fatal("DeliversServiceCIDRs after WithoutServiceCIDRs")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	h := &cidrRecorder{}
+	go func() { _ = src.Run(ctx, h); close(done) }()
+	h.WaitFor(t, "svc-synced")
+	h.WaitFor(t, "slices-synced")
+	if n := lists.Load(); n != 0 {
+		t.Fatalf("ServiceCIDRs listed %d times", n)
+	}
+	for _, ev := range h.Snapshot() {
+		if strings.HasPrefix(ev, "cidr") {
+			t.Fatalf("ServiceCIDR event %q delivered", ev)
+		}
+	}
 }
