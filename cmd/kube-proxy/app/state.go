@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/component-base/config"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"sigs.k8s.io/yaml"
@@ -154,13 +155,28 @@ type stateDocument struct {
 	Services       []json.RawMessage `json:"services"`
 	GlobalServices []json.RawMessage `json:"globalServices,omitempty"`
 	EndpointSlices []json.RawMessage `json:"endpointSlices,omitempty"`
+	ServiceCIDRs   []json.RawMessage `json:"serviceCIDRs,omitempty"`
 	Node           json.RawMessage   `json:"node,omitempty"`
+}
+
+// marshalAll renders each message in its proto JSON mapping.
+func marshalAll[T proto.Message](m protojson.MarshalOptions, msgs []T) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(msgs))
+	for _, msg := range msgs {
+		b, err := m.Marshal(msg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 func renderState(out io.Writer, format, instance string, revision uint64, ops []*localnodev1.Op) error {
 	var services []*localnodev1.Service
 	var globals []*localnodev1.GlobalService
 	var slicesList []*localnodev1.EndpointSlice
+	var cidrs []*localnodev1.ServiceCIDR
 	var node *localnodev1.Node
 	for _, op := range ops {
 		switch o := op.GetOp().(type) {
@@ -170,6 +186,8 @@ func renderState(out io.Writer, format, instance string, revision uint64, ops []
 			globals = append(globals, o.SetGlobalService)
 		case *localnodev1.Op_SetEndpointSlice:
 			slicesList = append(slicesList, o.SetEndpointSlice)
+		case *localnodev1.Op_SetServiceCidr:
+			cidrs = append(cidrs, o.SetServiceCidr)
 		case *localnodev1.Op_SetNode:
 			node = o.SetNode
 		}
@@ -186,27 +204,20 @@ func renderState(out io.Writer, format, instance string, revision uint64, ops []
 		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
 	})
 	m := protojson.MarshalOptions{UseProtoNames: false}
-	doc := stateDocument{Instance: instance, Revision: revision, Services: []json.RawMessage{}}
-	for _, s := range services {
-		b, err := m.Marshal(s)
-		if err != nil {
-			return err
-		}
-		doc.Services = append(doc.Services, b)
+	slices.SortFunc(cidrs, func(a, b *localnodev1.ServiceCIDR) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	doc := stateDocument{Instance: instance, Revision: revision}
+	var err error
+	if doc.Services, err = marshalAll(m, services); err != nil {
+		return err
 	}
-	for _, s := range globals {
-		b, err := m.Marshal(s)
-		if err != nil {
-			return err
-		}
-		doc.GlobalServices = append(doc.GlobalServices, b)
+	if doc.GlobalServices, err = marshalAll(m, globals); err != nil {
+		return err
 	}
-	for _, s := range slicesList {
-		b, err := m.Marshal(s)
-		if err != nil {
-			return err
-		}
-		doc.EndpointSlices = append(doc.EndpointSlices, b)
+	if doc.EndpointSlices, err = marshalAll(m, slicesList); err != nil {
+		return err
+	}
+	if doc.ServiceCIDRs, err = marshalAll(m, cidrs); err != nil {
+		return err
 	}
 	if node != nil {
 		b, err := m.Marshal(node)

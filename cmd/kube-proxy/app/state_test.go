@@ -29,6 +29,7 @@ type stateDoc struct {
 		Endpoints []map[string]any `json:"endpoints"`
 	} `json:"services"`
 	GlobalServices []map[string]any `json:"globalServices"`
+	ServiceCIDRs   []map[string]any `json:"serviceCIDRs"`
 	EndpointSlices []map[string]any `json:"endpointSlices"`
 	Node           map[string]any   `json:"node"`
 }
@@ -97,6 +98,10 @@ func TestStateCommand(t *testing.T) {
 			}
 			if tc.global != (len(doc.GlobalServices) > 0 && len(doc.EndpointSlices) > 0 && doc.Node != nil) {
 				t.Errorf("global view: %d services, %d slices, node %v", len(doc.GlobalServices), len(doc.EndpointSlices), doc.Node)
+			}
+			// The examples hold one ServiceCIDR (servicecidr.yaml).
+			if wantCIDRs := tc.global && tc.name == "manifests, global"; wantCIDRs != (len(doc.ServiceCIDRs) == 1) {
+				t.Errorf("global view: %d ServiceCIDRs: %v", len(doc.ServiceCIDRs), doc.ServiceCIDRs)
 			}
 		})
 	}
