@@ -24,7 +24,7 @@ else
 	bin=$(mktemp -d /tmp/kube-proxy-side-by-side.XXXXXX)
 	trap 'rm -rf "$bin"' EXIT
 fi
-"$root/test/bench/upstream/build.sh" "$bin/bench-upstream"
+WORK=${WORK:-$bin/upstream-src} "$root/test/bench/upstream/build.sh" "$bin/bench-upstream"
 (cd "$root" && go build -o "$bin/bench-ours" ./test/bench)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs" >&2
 "$bin/bench-ours" -upstream "$bin/bench-upstream" "$@"
