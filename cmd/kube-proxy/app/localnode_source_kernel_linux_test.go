@@ -18,27 +18,6 @@ import (
 	"time"
 )
 
-// TestLocalNodeSourceHelperProcess is kube-proxy's main when run by
-// TestLocalNodeSourceKernelRestart; otherwise it does nothing.
-func TestLocalNodeSourceHelperProcess(t *testing.T) {
-	if os.Getenv("KUBE_PROXY_LNS_HELPER") != "1" {
-		return
-	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
-	cmd := NewProxyCommand()
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
 // serviceIPsEntry matches one element key of the nftables service-ips map.
 var serviceIPsEntry = regexp.MustCompile(`[0-9.]+ \. [a-z]+ \. [0-9]+`)
 
@@ -94,9 +73,9 @@ func TestLocalNodeSourceKernelRestart(t *testing.T) {
 	var procs sync.WaitGroup
 	start := func(ns netns, log string, args ...string) *exec.Cmd {
 		t.Helper()
-		argv := append([]string{"netns", "exec", ns.name, self, "-test.run=^TestLocalNodeSourceHelperProcess$", "--"}, append(slices.Clone(common), args...)...)
+		argv := append([]string{"netns", "exec", ns.name, self, "-test.run=^TestKubeProxyHelperProcess$", "--"}, append(slices.Clone(common), args...)...)
 		cmd := exec.CommandContext(ctx, "ip", argv...)
-		cmd.Env = append(os.Environ(), "KUBE_PROXY_LNS_HELPER=1")
+		cmd.Env = append(os.Environ(), kubeProxyHelperEnv+"=1")
 		f, err := os.Create(log)
 		if err != nil {
 			t.Fatal(err)

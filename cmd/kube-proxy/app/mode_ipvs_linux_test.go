@@ -114,11 +114,11 @@ func TestIPVSModeWithoutKernelSupport(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// The test binary runs kube-proxy's command (TestIPVSHelperProcess),
+	// The test binary runs kube-proxy's command (TestKubeProxyHelperProcess),
 	// which saves building the real binary.
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, self, "-test.run=^TestIPVSHelperProcess$", "--",
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, self, "-test.run=^TestKubeProxyHelperProcess$", "--",
 		"--proxy-mode=ipvs", "--manifests="+manifests, "--hostname-override=node-1")
-	cmd.Env = append(os.Environ(), "KUBE_PROXY_IPVS_HELPER=1")
+	cmd.Env = append(os.Environ(), kubeProxyHelperEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() == 0 {
@@ -130,25 +130,4 @@ func TestIPVSModeWithoutKernelSupport(t *testing.T) {
 	if after := mustNS("nft", "list", "ruleset"); after != before {
 		t.Errorf("the failed start changed nftables:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-}
-
-// TestIPVSHelperProcess is kube-proxy's main when run by
-// TestIPVSModeWithoutKernelSupport; otherwise it does nothing.
-func TestIPVSHelperProcess(t *testing.T) {
-	if os.Getenv("KUBE_PROXY_IPVS_HELPER") != "1" {
-		return
-	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
-	cmd := NewProxyCommand()
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
 }
