@@ -135,6 +135,7 @@ func NewProxierWithOptions(ctx context.Context,
 	o := applyOptions(opts)
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
 	nft := o.nft
+	var elements elementWriter
 	switch {
 	case o.DryRun != nil:
 		nft = NewDryRunInterface(familyOf(ipFamily), o.DryRun)
@@ -142,6 +143,11 @@ func NewProxierWithOptions(ctx context.Context,
 		var err error
 		if nft, err = getNFTablesInterface(ipFamily); err != nil {
 			return nil, err
+		}
+		// The host's own table: endpoint changes may bypass nft, under the
+		// gate that already makes knftables list over netlink.
+		if features.DefaultFeatureGate.Enabled(features.NFTablesNetlink) {
+			elements = newNetlinkElements(ipFamily)
 		}
 	}
 	if initOnly {
@@ -196,6 +202,7 @@ func NewProxierWithOptions(ctx context.Context,
 		localhostEnabled:  localhostEnabled,
 		maxOps:            DefaultMaxOpsPerTransaction,
 	}, logger)
+	p.syncer.elements = elements
 	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.masqueradeMark())
 	if err := p.syncer.checkEndpointMaps(ctx); err != nil {
 		logger.Info("The nft binary cannot declare endpoint maps; balancing with one anonymous map per service instead, as upstream does (slower to load, and every endpoint change rewrites a rule)", "err", err)

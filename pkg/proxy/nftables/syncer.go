@@ -32,6 +32,12 @@ const DefaultMaxOpsPerTransaction = 20000
 type syncer struct {
 	syncerConfig
 	nft knftables.Interface
+	// elements, when set, applies plans made only of endpoint element
+	// changes without nft (elements.go); nil sends everything through nft.
+	elements elementWriter
+	// elementFailures counts consecutive failed element writes; after
+	// maxElementFailures the syncer stops using elements.
+	elementFailures int
 	// gen and view know the family's "ip"/"ip6" (ipX) and address type.
 	gen  *generator
 	view *view
@@ -161,6 +167,11 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	if in.full && s.maxOps > 0 && pl.size > s.maxOps {
 		runtime.GC()
 	}
+	if s.writeElements(ctx, pl) {
+		res.transactions = 1
+		s.view.commit(pend, time.Now())
+		return res, nil
+	}
 	klogV9 := s.logger.V(9)
 	err := pl.each(s.nft, s.maxOps, func(i, total int, tx *knftables.Transaction) error {
 		res.transactions = total
@@ -179,6 +190,37 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	}
 	s.view.commit(pend, time.Now())
 	return res, nil
+}
+
+// maxElementFailures is how many element writes in a row may fail before the
+// syncer sends everything through nft. One failure costs nothing but the
+// netlink round trip, since the same plan then goes through nft; a writer
+// that always fails (a kernel that refuses what nft would accept) should not
+// cost that on every sync.
+const maxElementFailures = 3
+
+// writeElements applies pl with s.elements when it can, and reports whether
+// it did. A plan it cannot or did not apply is left for nft, intact: the
+// netlink batch is atomic, so a failed one changed nothing.
+func (s *syncer) writeElements(ctx context.Context, pl *plan) bool {
+	if s.elements == nil || pl.size > maxNetlinkElements || !pl.elementsOnly() {
+		return false
+	}
+	err := s.elements.writeElements(ctx, pl.ops)
+	if err == nil {
+		s.elementFailures = 0
+		if v := s.logger.V(9); v.Enabled() {
+			v.Info("Wrote endpoint elements over netlink", "operations", pl.size)
+		}
+		return true
+	}
+	s.elementFailures++
+	s.logger.Error(err, "Writing endpoint elements over netlink failed; running the same changes through nft", "failures", s.elementFailures)
+	if s.elementFailures >= maxElementFailures {
+		s.logger.Info("Element writes over netlink keep failing; sending every change through nft from now on")
+		s.elements = nil
+	}
+	return false
 }
 
 // staleChainsPending reports whether flushed chains wait for deletion by

@@ -1,0 +1,213 @@
+//go:build linux
+
+package nftables
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	gnftables "github.com/google/nftables"
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+)
+
+// Endpoint changes over netlink.
+//
+// The commonest sync by far is "one endpoint of one Service moved": with
+// endpoint maps (slots.go) its plan is a delete and an add of one map element
+// (and of a hairpin-connections element when the endpoint is local).
+// Sent through the nft binary, that costs what nft does before it applies
+// anything: nft 1.0.6 lists every chain of the ruleset into its cache, which
+// grows with the table (~35 ms at 10k Services, ~130 ms at 25k, ~300 ms at
+// 50k on this project's bench machine), while the kernel's own work for a few
+// data elements is microseconds. So a plan made only of such elements goes
+// to the kernel as one netlink batch (atomic, like an nft transaction);
+// everything else, and any plan the writer refuses or fails, goes through nft.
+//
+// maxNetlinkElements bounds the elements sent in one batch: the kernel
+// refuses a netlink message larger than the socket's send buffer (212992 bytes by
+// default), and an element costs about 50 bytes on the wire (key, value,
+// attribute headers), so 1000 stays far below it. Larger element-only plans
+// (many Services' endpoints at once) are rare and go through nft, which
+// chunks them.
+const maxNetlinkElements = 1000
+
+// elementWriter applies plans made only of data element changes (see
+// elementsOnly) without the nft binary.
+type elementWriter interface {
+	// writeElements applies ops, in order, atomically: all or nothing.
+	writeElements(ctx context.Context, ops []op) error
+}
+
+// elementsOnly reports whether every operation of the plan adds or deletes
+// elements an elementWriter can write: endpoint map slots, and the
+// hairpin-connections set, which holds a local endpoint's address and port
+// and so changes with it. Neither holds verdicts, so the kernel does not
+// re-validate the table when they change; other sets and maps only change
+// with a Service's rules.
+func (pl *plan) elementsOnly() bool {
+	if len(pl.ops) == 0 {
+		return false
+	}
+	for _, o := range pl.ops {
+		if o.verb == opFlush {
+			return false
+		}
+		switch obj := o.obj.(type) {
+		case *slotBatch:
+		case *knftables.Element:
+			if obj.Set != hairpinConnectionsSet {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// netlinkElements writes elements of the kube-proxy table of one family
+// with github.com/google/nftables. It opens a netlink socket per write, in
+// the network namespace of the calling thread, as the nft binary would be
+// started there.
+type netlinkElements struct {
+	family gnftables.TableFamily
+	ipv6   bool
+}
+
+func newNetlinkElements(family v1.IPFamily) *netlinkElements {
+	if family == v1.IPv6Protocol {
+		return &netlinkElements{family: gnftables.TableFamilyIPv6, ipv6: true}
+	}
+	return &netlinkElements{family: gnftables.TableFamilyIPv4}
+}
+
+func (w *netlinkElements) writeElements(_ context.Context, ops []op) error {
+	conn, err := gnftables.New()
+	if err != nil {
+		return fmt.Errorf("opening an nftables netlink connection: %w", err)
+	}
+	table := &gnftables.Table{Name: kubeProxyTable, Family: w.family}
+	for _, o := range ops {
+		var set *gnftables.Set
+		var elems []gnftables.SetElement
+		switch obj := o.obj.(type) {
+		case *slotBatch:
+			set = &gnftables.Set{Table: table, Name: obj.name, IsMap: true}
+			elems, err = w.slotElements(obj, o.verb == opAdd)
+		case *knftables.Element:
+			set = &gnftables.Set{Table: table, Name: obj.Set}
+			var key []byte
+			key, err = encodeHairpinKey(obj.Key, w.ipv6)
+			elems = []gnftables.SetElement{{Key: key}}
+		default:
+			err = fmt.Errorf("%T is not an element this writer handles", o.obj)
+		}
+		if err != nil {
+			return fmt.Errorf("netlink element write: %w", err)
+		}
+		if o.verb == opAdd {
+			err = conn.SetAddElements(set, elems)
+		} else {
+			err = conn.SetDeleteElements(set, elems)
+		}
+		if err != nil {
+			return fmt.Errorf("netlink element write to %s: %w", set.Name, err)
+		}
+	}
+	if err := conn.Flush(); err != nil {
+		return fmt.Errorf("netlink batch of %d element operations: %w", len(ops), err)
+	}
+	return nil
+}
+
+// slotElements encodes a batch's slots, with their values when adding.
+func (w *netlinkElements) slotElements(b *slotBatch, withValues bool) ([]gnftables.SetElement, error) {
+	elems := make([]gnftables.SetElement, 0, b.to-b.from)
+	for i := b.from; i < b.to; i++ {
+		e := gnftables.SetElement{Key: slotKey(b.base + uint32(i))}
+		if withValues {
+			addr, port, ok := strings.Cut(b.values[i], " . ")
+			if !ok {
+				return nil, fmt.Errorf("map %s slot %d: value %q is not \"ip . port\"", b.name, b.base+uint32(i), b.values[i])
+			}
+			var err error
+			if e.Val, err = appendAddr(nil, addr, w.ipv6); err == nil {
+				e.Val, err = appendPort(e.Val, port)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("map %s slot %d: %w", b.name, b.base+uint32(i), err)
+			}
+		}
+		elems = append(elems, e)
+	}
+	return elems, nil
+}
+
+// slotKey encodes a slot number as the map key "numgen random mod N" yields:
+// numgen writes a 32-bit register in host byte order, and nft declares its
+// key type as a host-endian integer.
+func slotKey(slot uint32) []byte {
+	return binary.NativeEndian.AppendUint32(nil, slot)
+}
+
+// The kernel stores a concatenation ("ip daddr . tcp dport", or the
+// hairpin set's "addr . addr . inet_proto . inet_service") field by field,
+// each in network byte order and padded to a multiple of 4 bytes: an
+// address takes 4 or 16 bytes, a port 2 and 2 of padding, a protocol 1 and 3.
+
+// appendAddr appends an address of the table's family.
+func appendAddr(out []byte, text string, ipv6 bool) ([]byte, error) {
+	addr, err := netip.ParseAddr(text)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("bad address %q: %w", text, err)
+	case ipv6 && addr.Is6() && !addr.Is4In6():
+		a := addr.As16()
+		return append(out, a[:]...), nil
+	case !ipv6 && addr.Is4():
+		a := addr.As4()
+		return append(out, a[:]...), nil
+	}
+	return nil, fmt.Errorf("address %q is not of the table's family", text)
+}
+
+// appendPort appends a port and its padding.
+func appendPort(out []byte, text string) ([]byte, error) {
+	port, err := strconv.ParseUint(text, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("bad port %q: %w", text, err)
+	}
+	return append(binary.BigEndian.AppendUint16(out, uint16(port)), 0, 0), nil
+}
+
+// protocolNumbers are the inet_proto values of the protocols a Service has.
+var protocolNumbers = map[string]byte{"tcp": 6, "udp": 17, "sctp": 132}
+
+// encodeHairpinKey encodes a hairpin-connections element, "ip . ip . proto .
+// port" (servicerules.go).
+func encodeHairpinKey(key []string, ipv6 bool) ([]byte, error) {
+	if len(key) != 4 {
+		return nil, fmt.Errorf("hairpin element %q does not have 4 fields", strings.Join(key, " . "))
+	}
+	out, err := appendAddr(nil, key[0], ipv6)
+	if err == nil {
+		out, err = appendAddr(out, key[1], ipv6)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hairpin element %q: %w", strings.Join(key, " . "), err)
+	}
+	proto, ok := protocolNumbers[key[2]]
+	if !ok {
+		return nil, fmt.Errorf("hairpin element %q: unknown protocol %q", strings.Join(key, " . "), key[2])
+	}
+	out = append(out, proto, 0, 0, 0)
+	if out, err = appendPort(out, key[3]); err != nil {
+		return nil, fmt.Errorf("hairpin element %q: %w", strings.Join(key, " . "), err)
+	}
+	return out, nil
+}

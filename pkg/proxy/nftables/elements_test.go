@@ -1,0 +1,266 @@
+//go:build linux
+
+package nftables
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/knftables"
+)
+
+func TestEncodeElements(t *testing.T) {
+	slot := func(ipv6 bool, value string) ([]byte, error) {
+		elems, err := (&netlinkElements{ipv6: ipv6}).slotElements(&slotBatch{name: "m", values: []string{value}, to: 1}, true)
+		if err != nil {
+			return nil, err
+		}
+		return elems[0].Val, nil
+	}
+	hairpin := func(ipv6 bool, key string) ([]byte, error) {
+		return encodeHairpinKey(strings.Split(key, " . "), ipv6)
+	}
+	for _, tc := range []struct {
+		encode  func(bool, string) ([]byte, error)
+		in      string
+		ipv6    bool
+		want    []byte
+		wantErr bool
+	}{
+		{encode: slot, in: "10.180.0.1 . 8080", want: []byte{10, 180, 0, 1, 0x1f, 0x90, 0, 0}},
+		{encode: slot, in: "fd00:10::1 . 443", ipv6: true, want: []byte{0xfd, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0xbb, 0, 0}},
+		{encode: slot, in: "10.180.0.1 . 65535", want: []byte{10, 180, 0, 1, 0xff, 0xff, 0, 0}},
+		{encode: slot, in: "10.180.0.1:80", wantErr: true},
+		{encode: slot, in: "10.180.0.1 . 65536", wantErr: true},
+		{encode: slot, in: "10.180.0.1 . http", wantErr: true},
+		{encode: slot, in: "10.180.0.300 . 80", wantErr: true},
+		{encode: slot, in: "10.180.0.1 . 80", ipv6: true, wantErr: true}, // IPv4 into an ip6 table
+		{encode: slot, in: "fd00::1 . 80", wantErr: true},                // IPv6 into an ip table
+		{encode: slot, in: "::ffff:10.0.0.1 . 80", ipv6: true, wantErr: true},
+		{encode: hairpin, in: "10.0.0.1 . 10.0.0.1 . udp . 53", want: []byte{10, 0, 0, 1, 10, 0, 0, 1, 17, 0, 0, 0, 0, 53, 0, 0}},
+		{encode: hairpin, in: "10.0.0.1 . 10.0.0.1 . sctp . 80", want: []byte{10, 0, 0, 1, 10, 0, 0, 1, 132, 0, 0, 0, 0, 80, 0, 0}},
+		{encode: hairpin, in: "10.0.0.1 . 10.0.0.1 . icmp . 80", wantErr: true},
+		{encode: hairpin, in: "10.0.0.1 . 10.0.0.1 . tcp", wantErr: true},
+		{encode: hairpin, in: "10.0.0.1 . fd00::1 . tcp . 80", wantErr: true},
+	} {
+		got, err := tc.encode(tc.ipv6, tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("encoding %q (ipv6=%v): error %v, want error: %v", tc.in, tc.ipv6, err, tc.wantErr)
+			continue
+		}
+		if err == nil && !bytes.Equal(got, tc.want) {
+			t.Errorf("encoding %q (ipv6=%v) = %v, want %v", tc.in, tc.ipv6, got, tc.want)
+		}
+	}
+	if got, want := slotKey(7), binary.NativeEndian.AppendUint32(nil, 7); !bytes.Equal(got, want) {
+		t.Errorf("slotKey(7) = %v, want host byte order %v", got, want)
+	}
+}
+
+func TestPlanElementsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(*plan)
+		want  bool
+	}{
+		{"empty", func(*plan) {}, false},
+		{"slot replacement", func(pl *plan) {
+			pl.deleteSlots("endpoints-0-tcp-00", 4, 1, 2)
+			pl.addSlots("endpoints-0-tcp-00", 4, []string{"10.0.0.1 . 80", "10.0.0.2 . 80"}, 1, 2)
+		}, true},
+		{"slots and a rule", func(pl *plan) {
+			pl.addSlots("endpoints-0-tcp-00", 4, []string{"10.0.0.1 . 80"}, 0, 1)
+			pl.add(&knftables.Rule{Chain: "c", Rule: "drop"})
+		}, false},
+		{"slots and hairpin elements", func(pl *plan) {
+			pl.delete(&knftables.Element{Set: hairpinConnectionsSet, Key: []string{"10.0.0.1", "10.0.0.1", "tcp", "80"}})
+			pl.addSlots("endpoints-0-tcp-00", 4, []string{"10.0.0.1 . 80"}, 0, 1)
+		}, true},
+		{"a slot flush", func(pl *plan) {
+			pl.push(op{opFlush, &slotBatch{name: "endpoints-0-tcp-00", to: 1}}, 1)
+		}, false},
+		{"a cluster IP", func(pl *plan) {
+			pl.add(&knftables.Element{Set: clusterIPsSet, Key: []string{"10.0.0.1"}})
+		}, false},
+		{"a map element", func(pl *plan) {
+			pl.add(&knftables.Element{Map: serviceIPsMap, Key: []string{"10.0.0.1", "tcp", "80"}, Value: []string{"goto c"}})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := &plan{}
+			tc.build(pl)
+			if got := pl.elementsOnly(); got != tc.want {
+				t.Errorf("elementsOnly() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeElements is an elementWriter over a knftables.Fake: it applies the ops
+// as nft would (so the table stays comparable with a syncer without one) and
+// counts writes, or fails while fail is set.
+type fakeElements struct {
+	nft    knftables.Interface
+	writes atomic.Int32
+	fail   atomic.Bool
+}
+
+func (f *fakeElements) writeElements(ctx context.Context, ops []op) error {
+	f.writes.Add(1)
+	if f.fail.Load() {
+		return errors.New("injected netlink failure")
+	}
+	pl := &plan{ops: ops}
+	return pl.each(f.nft, 0, func(_, _ int, tx *knftables.Transaction) error { return f.nft.Run(ctx, tx) })
+}
+
+// TestEndpointChangesBypassNFT: a sync whose plan only replaces endpoints
+// goes to the element writer and runs no nft transaction; anything else goes
+// through nft; a failed element write falls back to nft for the same plan,
+// and a writer that keeps failing is given up. After every step the table is
+// what a syncer without a writer builds.
+func TestEndpointChangesBypassNFT(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			ctx := context.Background()
+			s, nft := newTestSyncer(t, tf, nil)
+			w := &fakeElements{nft: nft.Fake}
+			s.elements = w
+			ref, refNFT := newTestSyncer(t, tf, nil)
+			svcs := slices.Clone(testServices)
+			sync := func(step string, in func() syncInput) {
+				t.Helper()
+				for _, sy := range []*syncer{s, ref} {
+					if _, err := sy.sync(ctx, in()); err != nil {
+						t.Fatalf("%s: %v", step, err)
+					}
+				}
+				if diff := cmp.Diff(refNFT.Dump(), nft.Dump()); diff != "" {
+					t.Fatalf("%s: table differs from a syncer without element writes (-want +got):\n%s", step, diff)
+				}
+			}
+			expect := func(step string, runs, writes int32) {
+				t.Helper()
+				if got := nft.runs.Load(); got != runs {
+					t.Errorf("%s: %d nft transactions in all, want %d", step, got, runs)
+				}
+				if got := w.writes.Load(); got != writes {
+					t.Errorf("%s: %d element writes in all, want %d", step, got, writes)
+				}
+			}
+
+			sync("full sync", func() syncInput { return syncInput{full: true, services: models(tf.ip, svcs...)} })
+			expect("full sync", 1, 0)
+
+			// svc2's second endpoint moves: same count, one slot rewritten.
+			svcs[1].eps = []tep{svcs[1].eps[0], {ip: "10.180.9.9", port: 80}}
+			sync("endpoint moved", func() syncInput { return syncInput{services: models(tf.ip, svcs[1])} })
+			expect("endpoint moved", 1, 1)
+
+			// One more endpoint: the policy chain's rule changes, so nft.
+			svcs[1].eps = append(svcs[1].eps, tep{ip: "10.180.9.10", port: 80})
+			sync("endpoint added", func() syncInput { return syncInput{services: models(tf.ip, svcs[1])} })
+			expect("endpoint added", 2, 1)
+
+			// A failed element write: the same plan goes through nft.
+			w.fail.Store(true)
+			svcs[0].eps = []tep{{ip: "10.180.9.11", port: 80}}
+			sync("element write failed", func() syncInput { return syncInput{services: models(tf.ip, svcs[0])} })
+			expect("element write failed", 3, 2)
+			if s.elements == nil {
+				t.Fatalf("one failed element write gave up the writer")
+			}
+
+			// Failing maxElementFailures times in a row gives it up.
+			for i := 2; i <= maxElementFailures; i++ {
+				svcs[0].eps = []tep{{ip: "10.180.9." + itoa(11+i), port: 80}}
+				sync("element write failed again", func() syncInput { return syncInput{services: models(tf.ip, svcs[0])} })
+			}
+			if s.elements != nil {
+				t.Fatalf("the writer is still used after %d failures in a row", maxElementFailures)
+			}
+			writes := w.writes.Load()
+			svcs[0].eps = []tep{{ip: "10.180.9.30", port: 80}}
+			sync("after giving up", func() syncInput { return syncInput{services: models(tf.ip, svcs[0])} })
+			if got := w.writes.Load(); got != writes {
+				t.Errorf("a writer that was given up was called again")
+			}
+		})
+	}
+}
+
+// runCountingNFT counts the transactions run on any knftables.Interface.
+type runCountingNFT struct {
+	knftables.Interface
+	runs atomic.Int32
+}
+
+func (r *runCountingNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	r.runs.Add(1)
+	return r.Interface.Run(ctx, tx)
+}
+
+// TestKernelEndpointChangeOverNetlink moves endpoints through the real
+// netlink writer into a kernel table that nft created, and reads the result
+// back with nft: slot keys and "ip . port" values must be what nft itself
+// would have written (a fake syncer running the same steps through its own
+// nft path is the reference), and no nft transaction may run for them.
+func TestKernelEndpointChangeOverNetlink(t *testing.T) {
+	for _, tf := range families {
+		t.Run(string(tf.family), func(t *testing.T) {
+			inNetns(t, func() {
+				ctx := context.Background()
+				s, nft := realSyncer(t, tf, nil)
+				counting := &runCountingNFT{Interface: nft}
+				s.nft = counting
+				s.elements = newNetlinkElements(tf.family)
+				ref, fake := newTestSyncer(t, tf, nil)
+				svcs := slices.Clone(testServices)
+				step := func(name string, in func() syncInput) {
+					t.Helper()
+					for _, sy := range []*syncer{s, ref} {
+						if _, err := sy.sync(ctx, in()); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+					}
+					if diff := cmp.Diff(snapshot(t, fake), snapshot(t, nft)); diff != "" {
+						t.Fatalf("%s: kernel differs from the fake (-fake +kernel):\n%s", name, diff)
+					}
+				}
+				step("full sync", func() syncInput { return syncInput{full: true, services: models(tf.ip, svcs...)} })
+				runs := counting.runs.Load()
+
+				// Both of svc2's endpoints move, then svc1's and svc8's (UDP) at once.
+				svcs[1].eps = []tep{{ip: "10.180.5.5", port: 8080}, {ip: "10.180.5.6", port: 65535}}
+				step("two endpoints moved", func() syncInput { return syncInput{services: models(tf.ip, svcs[1])} })
+				svcs[0].eps = []tep{{ip: "10.180.6.1", port: 1}}
+				svcs[7].eps = []tep{{ip: "10.180.6.8", port: 5353, local: true}}
+				step("two services' endpoints moved", func() syncInput { return syncInput{services: models(tf.ip, svcs[0], svcs[7])} })
+				if got := counting.runs.Load(); got != runs {
+					t.Errorf("endpoint moves ran %d nft transactions, want none", got-runs)
+				}
+				want := []string{tf.ip("10.180.5.5") + " . 8080", tf.ip("10.180.5.6") + " . 65535"}
+				if got := kernelChainEndpoints(t, nft, tf, svcChain(tf, svcs[1])); !slices.Equal(got, want) {
+					t.Errorf("svc2's endpoints in the kernel: got %v, want %v", got, want)
+				}
+
+				// A changed endpoint count still goes through nft, and a later
+				// move over netlink lands in the rewritten rule's slots.
+				svcs[1].eps = svcs[1].eps[:1]
+				step("endpoint removed", func() syncInput { return syncInput{services: models(tf.ip, svcs[1])} })
+				svcs[1].eps = []tep{{ip: "10.180.5.7", port: 80}}
+				step("endpoint moved after", func() syncInput { return syncInput{services: models(tf.ip, svcs[1])} })
+				if got, want := counting.runs.Load()-runs, int32(1); got != want {
+					t.Errorf("%d nft transactions for the count change and the move, want %d", got, want)
+				}
+			})
+		})
+	}
+}
