@@ -80,6 +80,11 @@ func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Over the real nft, endpoint changes take the netlink path, as in
+	// production (NewProxier sets it up only for the host's own table).
+	if _, discard := nft.(*discardNFT); !discard {
+		p.syncer.elements = newNetlinkElements(v1.IPv4Protocol)
+	}
 	p.OnServiceCIDRsChanged([]string{"172.30.0.0/16"})
 	return p
 }
@@ -87,8 +92,8 @@ func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
 // BenchmarkProxier measures the whole path from API objects to nft, as the
 // running kube-proxy does it: the first (full) sync, then a one-endpoint
 // change and a one-service add, each a partial sync. "gen" renders the
-// transactions and discards them; "nft" runs them with the real nft in a
-// private netns (root; 10k and more only with KUBE_PROXY_BENCH_LARGE=1).
+// transactions and discards them; "nft" runs them with the real nft (and
+// endpoint-only changes over netlink, elements.go) in a private netns (root; 10k and more only with KUBE_PROXY_BENCH_LARGE=1).
 // maxrss-MiB is the process peak after the step.
 //
 // Each step sets itself up inside its own b.Run: sub-benchmarks run on new

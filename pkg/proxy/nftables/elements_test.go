@@ -220,7 +220,9 @@ func TestKernelEndpointChangeOverNetlink(t *testing.T) {
 				s, nft := realSyncer(t, tf, nil)
 				counting := &runCountingNFT{Interface: nft}
 				s.nft = counting
-				s.elements = newNetlinkElements(tf.family)
+				w := newNetlinkElements(tf.family)
+				defer w.close()
+				s.elements = w
 				ref, fake := newTestSyncer(t, tf, nil)
 				svcs := slices.Clone(testServices)
 				step := func(name string, in func() syncInput) {
@@ -263,4 +265,32 @@ func TestKernelEndpointChangeOverNetlink(t *testing.T) {
 			})
 		})
 	}
+}
+
+// BenchmarkNetlinkSlotReplace times one endpoint replacement over netlink
+// (a delete and an add of one endpoint map element) in a private netns.
+func BenchmarkNetlinkSlotReplace(b *testing.B) {
+	tf := families[0]
+	inNetns(b, func() {
+		ctx := context.Background()
+		s, _ := realSyncer(b, tf, nil)
+		if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+			b.Fatal(err)
+		}
+		w := newNetlinkElements(tf.family)
+		defer w.close()
+		name := endpointMapName(s.view.epGen, s.view.epSlots.have[svcChain(tf, testServices[0])].mapIndex)
+		base := s.view.epSlots.have[svcChain(tf, testServices[0])].base
+		i := 0
+		for b.Loop() {
+			values := []string{"10.200.0." + itoa(i%250+1) + " . 80"}
+			i++
+			pl := &plan{}
+			pl.deleteSlots(name, base, 0, 1)
+			pl.addSlots(name, base, values, 0, 1)
+			if err := w.writeElements(ctx, pl.ops); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
