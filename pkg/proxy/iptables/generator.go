@@ -442,16 +442,10 @@ func (g *generator) endpointChains(t *tables, r *portRules, info *servicePortInf
 		r.declare(t, c)
 		// Hairpin: an endpoint reaching itself through the service must be
 		// masqueraded or it would answer itself directly.
-		nr.start("-A", string(c))
-		if !g.large {
-			nr.more("-m", "comment", "--comment", info.nameString)
-		}
+		g.startRule(nr, c, info.nameString)
 		nr.more("-s", ep.ip, "-j", string(kubeMarkMasqChain))
 		nr.end()
-		nr.start("-A", string(c))
-		if !g.large {
-			nr.more("-m", "comment", "--comment", info.nameString)
-		}
+		g.startRule(nr, c, info.nameString)
 		if affinity {
 			nr.more("-m", "recent", "--name", string(c), "--set")
 		}
@@ -466,25 +460,28 @@ func (g *generator) policyChain(nr *ruleBuf, m *portModel, chain utiliptables.Ch
 	if m.ln.SessionAffinity == localnode.AffinityClientIP {
 		seconds := strconv.FormatInt(int64(m.ln.AffinityTimeout/time.Second), 10)
 		for _, ep := range endpoints {
-			nr.start("-A", string(chain))
-			if !g.large {
-				nr.more("-m", "comment", "--comment", ep.comment)
-			}
+			g.startRule(nr, chain, ep.comment)
 			nr.more("-m", "recent", "--name", string(ep.chain), "--rcheck", "--seconds", seconds, "--reap", "-j", string(ep.chain))
 			nr.end()
 		}
 	}
 	n := len(endpoints)
 	for i, ep := range endpoints {
-		nr.start("-A", string(chain))
-		if !g.large {
-			nr.more("-m", "comment", "--comment", ep.comment)
-		}
+		g.startRule(nr, chain, ep.comment)
 		if i < n-1 {
 			nr.more("-m", "statistic", "--mode", "random", "--probability", g.probability(n-i))
 		}
 		nr.more("-j", string(ep.chain))
 		nr.end()
+	}
+}
+
+// startRule begins a rule in chain with comment, which large clusters leave
+// out.
+func (g *generator) startRule(nr *ruleBuf, chain utiliptables.Chain, comment string) {
+	nr.start("-A", string(chain))
+	if !g.large {
+		nr.more("-m", "comment", "--comment", comment)
 	}
 }
 

@@ -93,7 +93,8 @@ func (p *Proxier) portModel(ctx context.Context, r *portRules, name proxy.Servic
 	byPolicy := make([]*sepInfo, 0, 2*n)
 	useCluster, useLocal := ln.UsesClusterEndpoints(), ln.UsesLocalEndpoints()
 	// old is in the same order, so one merge pass finds the endpoints that
-	// stayed and keeps their strings.
+	// stayed and keeps their strings. byPolicy holds the cluster endpoints,
+	// then the local ones.
 	j := 0
 	for k, i := range sc.order {
 		t := text(i)
@@ -106,8 +107,6 @@ func (p *Proxier) portModel(ctx context.Context, r *portRules, name proxy.Servic
 		} else {
 			m.reachable[k] = newSEPInfo(info, string(t), ln.Endpoints[i].IP.Is6())
 		}
-	}
-	for k, i := range sc.order {
 		if useCluster && ln.Endpoints[i].ForCluster {
 			byPolicy = append(byPolicy, &m.reachable[k])
 		}

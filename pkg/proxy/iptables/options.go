@@ -30,14 +30,6 @@ type options struct {
 // NewDualStackProxierWithOptions.
 type Option func(*options)
 
-func applyOptions(opts []Option) options {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
-}
-
 // complete fills in what no Option set: the host's clients, or for a dry
 // run stand-ins that touch nothing.
 func (o *options) complete(ipFamily v1.IPFamily, nodeName string, recorder events.EventRecorder,

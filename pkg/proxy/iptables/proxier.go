@@ -142,7 +142,10 @@ func NewProxierWithOptions(ctx context.Context,
 	opts ...Option,
 ) (*Proxier, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	o := applyOptions(opts)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if config == nil {
 		return nil, fmt.Errorf("iptables proxier (%s): nil configuration", ipFamily)
 	}

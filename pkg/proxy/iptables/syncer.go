@@ -66,7 +66,6 @@ type syncer struct {
 	family string
 	logger klog.Logger
 
-	counters nfacctCounters
 	// saveBuf holds this sync's iptables-save of nat if natSaved, so the
 	// leftover scan reuses what ensureJumpRules read.
 	saveBuf  bytes.Buffer
@@ -80,17 +79,17 @@ var errSyncFailed = errors.New("iptables sync failed")
 
 // prepareFull runs at the start of a full sync: it ensures the jump rules
 // and the nfacct counters, and returns the counters that exist.
-func (s *syncer) prepareFull() (nfacctCounters, error) {
+func (s *syncer) prepareFull() (counters nfacctCounters, err error) {
 	s.natSaved = false
 	if err := s.ensureJumpRules(); err != nil {
 		s.logger.Error(err, "Failed to ensure jump rules from builtin chains")
-		return s.counters, errSyncFailed
+		return counters, errSyncFailed
 	}
 	if s.nfacct != nil {
-		s.counters.invalidDropped = s.ensureCounter(metrics.IPTablesCTStateInvalidDroppedNFAcctCounter)
-		s.counters.localhostAccepted = s.ensureCounter(metrics.LocalhostNodePortAcceptedNFAcctCounter)
+		counters.invalidDropped = s.ensureCounter(metrics.IPTablesCTStateInvalidDroppedNFAcctCounter)
+		counters.localhostAccepted = s.ensureCounter(metrics.LocalhostNodePortAcceptedNFAcctCounter)
 	}
-	return s.counters, nil
+	return counters, nil
 }
 
 func (s *syncer) ensureCounter(name string) bool {

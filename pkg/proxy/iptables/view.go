@@ -26,9 +26,8 @@ type view struct {
 	// ports holds each service port's rules as last rendered; a partial sync
 	// reuses those of unchanged ports verbatim. order is its keys sorted,
 	// for deterministic output, rebuilt only when the set of ports changes.
-	ports      map[proxy.ServicePortName]*portRules
-	order      []proxy.ServicePortName
-	orderDirty bool
+	ports map[proxy.ServicePortName]*portRules
+	order []proxy.ServicePortName
 
 	// stale holds chains to delete, with the service port that owned them
 	// (chain names embed a hash of the port, so no two ports share one);
@@ -57,10 +56,7 @@ func newView() *view {
 // order is rebuilt and the chains of ports that are gone are queued for
 // deletion.
 func (v *view) syncPorts(u *syncshell.Update) {
-	if u.ServicesChanged || len(v.order) != len(u.Services) {
-		v.orderDirty = true
-	}
-	if !v.orderDirty {
+	if !u.ServicesChanged && len(v.order) == len(u.Services) {
 		return
 	}
 	v.order = v.order[:0]
@@ -68,7 +64,6 @@ func (v *view) syncPorts(u *syncshell.Update) {
 		v.order = append(v.order, name)
 	}
 	slices.SortFunc(v.order, compareServicePortName)
-	v.orderDirty = false
 	for name, r := range v.ports {
 		if _, ok := u.Services[name]; !ok {
 			for _, c := range r.chains {

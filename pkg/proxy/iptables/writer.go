@@ -18,14 +18,8 @@ func (w *ruleBuf) reset() { w.b, w.lines = w.b[:0], 0 }
 
 // line writes words separated by single spaces as one line.
 func (w *ruleBuf) line(words ...string) {
-	for i, s := range words {
-		if i > 0 {
-			w.b = append(w.b, ' ')
-		}
-		w.b = append(w.b, s...)
-	}
-	w.b = append(w.b, '\n')
-	w.lines++
+	w.start(words...)
+	w.end()
 }
 
 // start begins a line with words; finish it with more words and end().
