@@ -4,9 +4,11 @@ package nftables
 
 import (
 	"net"
+	"slices"
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 
 	"k8s.io/kube-proxy/pkg/proxy"
@@ -158,16 +160,9 @@ type chainSpec struct {
 }
 
 func (c *chainSpec) equal(o *chainSpec) bool {
-	if c == nil || o == nil || len(c.rules) != len(o.rules) {
-		return false
-	}
-	for i := range c.rules {
-		a, b := c.rules[i], o.rules[i]
-		if a.rule != b.rule || (a.comment == nil) != (b.comment == nil) || (a.comment != nil && *a.comment != *b.comment) {
-			return false
-		}
-	}
-	return true
+	return c != nil && o != nil && slices.EqualFunc(c.rules, o.rules, func(a, b ruleSpec) bool {
+		return a.rule == b.rule && ptr.Equal(a.comment, b.comment)
+	})
 }
 
 type setSpec struct {

@@ -76,12 +76,7 @@ func hashedName(name string) string {
 	sum := sha256.Sum256([]byte(name))
 	var enc [56]byte
 	base32.StdEncoding.Encode(enc[:], sum[:])
-	var b strings.Builder
-	b.Grow(9 + len(name))
-	b.Write(enc[:8])
-	b.WriteByte('-')
-	b.WriteString(name)
-	out := b.String()
+	out := string(enc[:8]) + "-" + name
 	if len(out) > chainNameBaseLengthMax {
 		out = out[:chainNameBaseLengthMax-3] + "..."
 	}

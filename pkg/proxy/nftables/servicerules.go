@@ -253,26 +253,12 @@ func (g *generator) endpointRules(svc *serviceModel, chain string, eps []*endpoi
 // inlineMapRule is upstream's form of load balancing, one anonymous map per
 // chain (see generator.inlineMaps).
 func (g *generator) inlineMapRule(svc *serviceModel, eps []*endpointModel) string {
-	var b strings.Builder
-	b.WriteString("meta l4proto ")
-	b.WriteString(svc.protocol)
-	b.WriteString(" dnat ")
-	b.WriteString(g.ipX)
-	b.WriteString(" addr . port to numgen random mod ")
-	b.WriteString(strconv.Itoa(len(eps)))
-	b.WriteString(" map { ")
+	items := make([]string, len(eps))
 	for i, ep := range eps {
-		if i > 0 {
-			b.WriteString(" , ")
-		}
-		b.WriteString(strconv.Itoa(i))
-		b.WriteString(" : ")
-		b.WriteString(ep.ip)
-		b.WriteString(" . ")
-		b.WriteString(strconv.Itoa(ep.port))
+		items[i] = strconv.Itoa(i) + " : " + ep.ip + " . " + strconv.Itoa(ep.port)
 	}
-	b.WriteString(" }")
-	return b.String()
+	return "meta l4proto " + svc.protocol + " dnat " + g.ipX + " addr . port to numgen random mod " +
+		strconv.Itoa(len(eps)) + " map { " + strings.Join(items, " , ") + " }"
 }
 
 // verdictFor is the no-endpoint-services verdict for traffic the brain

@@ -5,6 +5,7 @@ package nftables
 import (
 	"hash/fnv"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -86,12 +87,7 @@ func endpointMapGeneration(name string) int {
 // endpointMapIndex picks the endpoint map of chain, whose endpoints speak
 // protocol.
 func endpointMapIndex(chain, protocol string) int {
-	proto := 0
-	for i, name := range endpointMapProtocols {
-		if name == protocol {
-			proto = i
-		}
-	}
+	proto := max(0, slices.Index(endpointMapProtocols[:], protocol))
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(chain))
 	return proto*endpointMapShards + int(h.Sum32()%endpointMapShards)

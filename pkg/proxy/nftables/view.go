@@ -5,6 +5,7 @@ package nftables
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -387,43 +388,20 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, en
 	// unknown content, sets of unknown timeout, and no stale chains (those
 	// still present get a fresh timestamp when they are flushed again).
 	v.invalidate()
-	chains, err := nft.List(ctx, "chains")
-	switch {
-	case err == nil:
-		clear(v.chains.have)
-		for _, name := range chains {
-			if isServiceChainName(name) {
-				v.chains.have[name] = nil
-			}
-		}
-	case isNotFound(err):
-		clear(v.chains.have)
-	default:
+	if err := listHave(ctx, nft, "chains", isServiceChainName, v.chains.have, nil); err != nil {
 		logger.Error(err, "Failed to list nftables chains; keeping the last known list")
 	}
-
-	sets, err := nft.List(ctx, "sets")
-	switch {
-	case err == nil:
-		clear(v.sets.have)
-		for _, name := range sets {
-			if isAffinitySetName(name) {
-				v.sets.have[name] = unknownTimeout
-			}
-		}
-	case isNotFound(err):
-		clear(v.sets.have)
-	default:
+	if err := listHave(ctx, nft, "sets", isAffinitySetName, v.sets.have, unknownTimeout); err != nil {
 		// The names are kept (stale ones still need deleting); the plan
 		// re-adds every wanted set, which is harmless if it is there.
 		logger.Error(err, "Failed to list nftables sets; re-adding the wanted ones")
 	}
 
-	maps, err := nft.List(ctx, "maps")
+	mapNames, err := nft.List(ctx, "maps")
 	if err != nil && !isNotFound(err) {
 		logger.Error(err, "Failed to list nftables maps; deleting the endpoint maps known to exist")
 	}
-	v.newGeneration(maps, err == nil || isNotFound(err))
+	v.newGeneration(mapNames, err == nil || isNotFound(err))
 
 	for c := range numContainers {
 		clear(v.elems[c].have)
@@ -448,6 +426,23 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, en
 	v.touchAll()
 }
 
+// listHave replaces have with the objects of kind that the kernel lists and
+// ours accepts, each believed to hold h. When the listing fails (other than
+// for a missing table) have is kept and the error returned.
+func listHave[H any](ctx context.Context, nft knftables.Interface, kind string, ours func(string) bool, have map[string]H, h H) error {
+	names, err := nft.List(ctx, kind)
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	clear(have)
+	for _, name := range names {
+		if ours(name) {
+			have[name] = h
+		}
+	}
+	return nil
+}
+
 func (v *view) touchAll() {
 	v.chains.touchAll()
 	v.sets.touchAll()
@@ -457,35 +452,9 @@ func (v *view) touchAll() {
 	}
 }
 
-func joinKey(k []string) string {
-	switch len(k) {
-	case 0:
-		return ""
-	case 1:
-		return k[0]
-	}
-	n := 3 * (len(k) - 1)
-	for _, s := range k {
-		n += len(s)
-	}
-	b := make([]byte, 0, n)
-	for i, s := range k {
-		if i > 0 {
-			b = append(b, " . "...)
-		}
-		b = append(b, s...)
-	}
-	return string(b)
-}
+func joinKey(k []string) string { return strings.Join(k, " . ") }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // pending records what the believed state becomes once the plan is applied.
 type pending struct {
@@ -578,7 +547,7 @@ func (v *view) diff(pl *plan) *pending {
 				knftables.DynamicFlag,
 				knftables.TimeoutFlag,
 			},
-			Timeout: ptrDuration(want),
+			Timeout: ptr.To(want),
 		})
 		pl.endUnit()
 		pend.sets = append(pend.sets, setSpec{name: name, timeout: want})
@@ -618,12 +587,10 @@ func (v *view) diff(pl *plan) *pending {
 			case want == nil && exists:
 				removals = append(removals, pendingElem{c: c, key: key, del: true})
 			case want == nil:
-			case !exists:
-				pl.add(c.element(key, want.value, want.comment))
-				pl.endUnit()
-				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
-			case have != want.value:
-				pl.delete(c.element(key, "", nil))
+			case !exists || have != want.value:
+				if exists {
+					pl.delete(c.element(key, "", nil))
+				}
 				pl.add(c.element(key, want.value, want.comment))
 				pl.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
@@ -743,8 +710,6 @@ func (v *view) invalidate() {
 	}
 	clear(v.stale)
 }
-
-func ptrDuration(d time.Duration) *time.Duration { return &d }
 
 func chainRank(name string) int {
 	switch {
