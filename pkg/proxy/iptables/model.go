@@ -150,15 +150,8 @@ func samePolicy(a, b *proxy.TrafficPolicy) bool {
 }
 
 func sameEndpoints(a, b []proxy.Endpoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, ok := a[i].(*proxy.BaseEndpointInfo)
-		y, ok2 := b[i].(*proxy.BaseEndpointInfo)
-		if !ok || !ok2 || x != y {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y proxy.Endpoint) bool {
+		bx, ok := x.(*proxy.BaseEndpointInfo)
+		return ok && proxy.Endpoint(bx) == y
+	})
 }
