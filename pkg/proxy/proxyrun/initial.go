@@ -49,6 +49,11 @@ func (p *Proxy) SyncReport(ctx context.Context) (changed bool, err error) {
 	if !p.synced() {
 		return false, ErrNotSynced
 	}
+	return p.syncFamilies(ctx)
+}
+
+// syncFamilies syncs every family and reports whether one got a new State.
+func (p *Proxy) syncFamilies(ctx context.Context) (changed bool, err error) {
 	var errs []error
 	for _, f := range p.families {
 		_, before := p.State(f.name)

@@ -306,13 +306,8 @@ func (p *Proxy) OnTopologyChange(labels map[string]string) {
 // driving the Proxy by hand waits for Synced (or WaitForInitial) first, and uses
 // SyncReport to learn whether the backend was handed anything.
 func (p *Proxy) Sync(ctx context.Context) error {
-	var errs []error
-	for _, f := range p.families {
-		if err := f.shell.SyncContext(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	_, err := p.syncFamilies(ctx)
+	return err
 }
 
 // Sync implements syncshell.Backend: it computes the family's State from what the shell
