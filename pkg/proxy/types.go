@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"cmp"
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -38,6 +41,13 @@ func (spn ServicePortName) String() string {
 		s += ":" + spn.Port
 	}
 	return s
+}
+
+// CompareServicePortNames orders service ports by namespace, name, port name
+// and protocol, the order the proxiers write and report them in.
+func CompareServicePortNames(a, b ServicePortName) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name),
+		strings.Compare(a.Port, b.Port), strings.Compare(string(a.Protocol), string(b.Protocol)))
 }
 
 // ServiceEndpoint names one endpoint ("ip:port") of one service port.

@@ -4,9 +4,7 @@ package iptables
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -63,7 +61,7 @@ func (v *view) syncPorts(u *syncshell.Update) {
 	for name := range u.Services {
 		v.order = append(v.order, name)
 	}
-	slices.SortFunc(v.order, compareServicePortName)
+	slices.SortFunc(v.order, proxy.CompareServicePortNames)
 	for name, r := range v.ports {
 		if _, ok := u.Services[name]; !ok {
 			for _, c := range r.chains {
@@ -72,15 +70,6 @@ func (v *view) syncPorts(u *syncshell.Update) {
 			delete(v.ports, name)
 		}
 	}
-}
-
-func compareServicePortName(a, b proxy.ServicePortName) int {
-	return cmp.Or(
-		strings.Compare(a.Namespace, b.Namespace),
-		strings.Compare(a.Name, b.Name),
-		strings.Compare(a.Port, b.Port),
-		strings.Compare(string(a.Protocol), string(b.Protocol)),
-	)
 }
 
 // beginRender returns name's rules for re-rendering; endRender, called

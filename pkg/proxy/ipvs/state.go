@@ -403,7 +403,7 @@ func (s *state) wanted(k vsKey) *desiredVS {
 	}
 	best := c[0]
 	for _, o := range c[1:] {
-		if comparePortNames(o.name, best.name) < 0 {
+		if proxy.CompareServicePortNames(o.name, best.name) < 0 {
 			best = o
 		}
 	}
@@ -414,8 +414,4 @@ func (s *state) wanted(k vsKey) *desiredVS {
 type claim struct {
 	name proxy.ServicePortName
 	d    *desiredVS
-}
-
-func comparePortNames(a, b proxy.ServicePortName) int {
-	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Port, b.Port))
 }

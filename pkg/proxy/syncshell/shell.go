@@ -1,14 +1,12 @@
 package syncshell
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -572,7 +570,7 @@ func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
 			s.noLocalExt++
 		}
 	}
-	slices.SortFunc(removed, compareNames)
+	slices.SortFunc(removed, proxy.CompareServicePortNames)
 	return removed
 }
 
@@ -588,10 +586,6 @@ func (s *Shell) forgetPolicy(name proxy.ServicePortName) {
 		s.noLocalExt--
 	}
 	delete(s.policies, name)
-}
-
-func compareNames(a, b proxy.ServicePortName) int {
-	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Port, b.Port))
 }
 
 // report runs after a successful sync: metrics, health, conntrack.
