@@ -265,9 +265,7 @@ func (mt *memoryTable) ruleOp(verb, chain, rule string, undo *[]func()) error {
 	if !ok {
 		return errNotFound("no chain %s", chain)
 	}
-	switch verb {
-	case "add", "insert":
-	default:
+	if verb != "add" && verb != "insert" {
 		return fmt.Errorf("verb %q is not modelled for rules", verb)
 	}
 	if i := strings.LastIndex(rule, ` comment "`); i >= 0 {

@@ -423,7 +423,12 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, en
 		}
 	}
 	pl.endUnit()
-	v.touchAll()
+	v.chains.touchAll()
+	v.sets.touchAll()
+	v.epSlots.touchAll()
+	for c := range numContainers {
+		v.elems[c].touchAll()
+	}
 }
 
 // listHave replaces have with the objects of kind that the kernel lists and
@@ -441,15 +446,6 @@ func listHave[H any](ctx context.Context, nft knftables.Interface, kind string, 
 		}
 	}
 	return nil
-}
-
-func (v *view) touchAll() {
-	v.chains.touchAll()
-	v.sets.touchAll()
-	v.epSlots.touchAll()
-	for c := range numContainers {
-		v.elems[c].touchAll()
-	}
 }
 
 func joinKey(k []string) string { return strings.Join(k, " . ") }
