@@ -1,6 +1,7 @@
 package proxyrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,15 +127,8 @@ func New(b backend.FullState, opts Options) (*Proxy, error) {
 	if len(opts.Families) == 0 {
 		opts.Families = []localnode.Family{localnode.IPv4}
 	}
-	if opts.MaxSyncInterval == 0 {
-		opts.MaxSyncInterval = DefaultMaxSyncInterval
-	}
-	if opts.RetryInterval == 0 {
-		opts.RetryInterval = opts.MinSyncInterval
-		if opts.RetryInterval == 0 {
-			opts.RetryInterval = time.Second
-		}
-	}
+	opts.MaxSyncInterval = cmp.Or(opts.MaxSyncInterval, DefaultMaxSyncInterval)
+	opts.RetryInterval = cmp.Or(opts.RetryInterval, opts.MinSyncInterval, time.Second)
 	p := &Proxy{opts: opts, backend: b, locs: localnode.NewLocations(), initial: make(chan struct{})}
 	for _, f := range opts.Families {
 		// The shell refuses an unknown family and bad intervals.
