@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"k8s.io/kube-proxy/pkg/proxy"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
@@ -217,12 +218,10 @@ type hostSettings struct {
 // prepareHost sets the sysctls the rules need (unless dryRun) and reads
 // those that change them.
 func prepareHost(config *kubeproxyconfig.KubeProxyConfiguration, ipFamily v1.IPFamily, sysctl utilsysctl.Interface, dryRun bool, logger klog.Logger) (hostSettings, error) {
+	npa := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
 	h := hostSettings{
-		nodePortAddresses:  proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses),
-		localhostNodePorts: config.IPTables.LocalhostNodePorts == nil || *config.IPTables.LocalhostNodePorts,
-	}
-	if !h.nodePortAddresses.ContainsIPv4Loopback() {
-		h.localhostNodePorts = false
+		nodePortAddresses:  npa,
+		localhostNodePorts: ptr.Deref(config.IPTables.LocalhostNodePorts, true) && npa.ContainsIPv4Loopback(),
 	}
 	if h.localhostNodePorts && !dryRun {
 		// NodePorts on 127.0.0.1 only work if the kernel routes martian
@@ -250,10 +249,7 @@ func prepareHost(config *kubeproxyconfig.KubeProxyConfiguration, ipFamily v1.IPF
 // newGenerator checks and fixes the rules' settings.
 func newGenerator(config *kubeproxyconfig.KubeProxyConfiguration, ipFamily v1.IPFamily, ipt utiliptables.Interface,
 	localDetector proxyutil.LocalTrafficDetector, nodeIP net.IP, host hostSettings, logger klog.Logger) (*generator, error) {
-	masqBit := int32(defaultMasqueradeBit)
-	if config.IPTables.MasqueradeBit != nil {
-		masqBit = *config.IPTables.MasqueradeBit
-	}
+	masqBit := ptr.Deref(config.IPTables.MasqueradeBit, defaultMasqueradeBit)
 	if masqBit < 0 || masqBit > 31 {
 		return nil, fmt.Errorf("iptables proxier (%s): masqueradeBit %d out of range [0, 31]", ipFamily, masqBit)
 	}
