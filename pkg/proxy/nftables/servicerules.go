@@ -221,32 +221,24 @@ func (g *generator) endpointRules(svc *serviceModel, chain string, eps []*endpoi
 		return []ruleSpec{{rule: "meta l4proto " + svc.protocol + " dnat " + g.ipX + " addr . port to numgen random mod " +
 			strconv.Itoa(n) + " offset " + strconv.FormatUint(uint64(base), 10) + " map @" + mapName}}
 	}
-	if n <= g.ruleBalanceMax || n == 1 {
-		rules := make([]ruleSpec, 0, 2*n)
-		for _, ep := range eps {
-			rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
-		}
-		for i, ep := range eps {
-			rule := "goto " + ep.chain()
-			if k := n - i; k > 1 {
-				rule = "numgen random mod " + strconv.Itoa(k) + " 0 " + rule
-			}
-			rules = append(rules, ruleSpec{rule: rule})
-		}
-		return rules
-	}
-	rules := make([]ruleSpec, 0, n+1)
-	var vmap strings.Builder
-	for i, ep := range eps {
+	rules := make([]ruleSpec, 0, 2*n)
+	for _, ep := range eps {
 		rules = append(rules, ruleSpec{rule: g.ipX + " saddr @" + ep.affinitySet() + " goto " + ep.chain()})
-		if i > 0 {
-			vmap.WriteString(" , ")
-		}
-		vmap.WriteString(strconv.Itoa(i))
-		vmap.WriteString(" : goto ")
-		vmap.WriteString(ep.chain())
 	}
-	rules = append(rules, ruleSpec{rule: "numgen random mod " + strconv.Itoa(n) + " vmap { " + vmap.String() + " }"})
+	if n > g.ruleBalanceMax && n > 1 {
+		vmap := make([]string, n)
+		for i, ep := range eps {
+			vmap[i] = strconv.Itoa(i) + " : goto " + ep.chain()
+		}
+		return append(rules, ruleSpec{rule: "numgen random mod " + strconv.Itoa(n) + " vmap { " + strings.Join(vmap, " , ") + " }"})
+	}
+	for i, ep := range eps {
+		rule := "goto " + ep.chain()
+		if k := n - i; k > 1 {
+			rule = "numgen random mod " + strconv.Itoa(k) + " 0 " + rule
+		}
+		rules = append(rules, ruleSpec{rule: rule})
+	}
 	return rules
 }
 
