@@ -30,8 +30,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -49,6 +47,11 @@ type result struct {
 	Rules      int       `json:"rules"`
 	Elements   int       `json:"elements"` // nftables set/map elements; 0 for iptables
 	PeakRSSKiB int64     `json:"peakRSSKiB"`
+	// KernelLoadMs is how long loading the final ruleset in one go takes in
+	// an empty namespace (kernelLoad); KernelLoadTimedOut is set instead when
+	// that took longer than it.
+	KernelLoadMs       float64       `json:"kernelLoadMs"`
+	KernelLoadTimedOut time.Duration `json:"kernelLoadTimedOut"`
 	// TimedOut is set (by the parent) when the configuration did not finish.
 	TimedOut time.Duration `json:"-"`
 }
@@ -58,6 +61,13 @@ const workerEnv = "KUBE_PROXY_BENCH_WORKER"
 var errTimeout = errors.New("timed out")
 
 func main() {
+	if mode := os.Getenv(loadEnv); mode != "" {
+		if err := loader(mode); err != nil {
+			fmt.Fprintf(os.Stderr, "bench loader %s: %v\n", mode, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if spec := os.Getenv(workerEnv); spec != "" {
 		if err := worker(spec); err != nil {
 			fmt.Fprintf(os.Stderr, "bench worker %s: %v\n", spec, err)
@@ -72,10 +82,15 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up on a configuration after this long")
 	upstream := flag.String("upstream", "", "path to this command built against upstream Kubernetes (see side-by-side.sh); runs both, interleaved")
 	rounds := flag.Int("rounds", 3, "with -upstream: rounds of every configuration (medians are shown)")
-	only := flag.String("configs", "", "with -upstream: mode:services pairs (nftables:10000,iptables:1000) instead of -modes × -services")
+	only := flag.String("configs", "", "mode:services pairs (nftables:10000,iptables-legacy:1000) instead of -modes × -services")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench needs root: it creates network namespaces and programs real kernel rules in them")
+		os.Exit(2)
+	}
+	cfgs, err := parseConfigs(*modes, *sizes, *only)
+	if err != nil || *rounds < 1 {
+		fmt.Fprintf(os.Stderr, "bad flags: -modes %q -services %q -configs %q -rounds %d: %v\n", *modes, *sizes, *only, *rounds, err)
 		os.Exit(2)
 	}
 	if *upstream != "" {
@@ -83,11 +98,6 @@ func main() {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
-		}
-		cfgs, err := parseConfigs(*modes, *sizes, *only)
-		if err != nil || *rounds < 1 {
-			fmt.Fprintf(os.Stderr, "bad flags: -modes %q -services %q -configs %q -rounds %d: %v\n", *modes, *sizes, *only, *rounds, err)
-			os.Exit(2)
 		}
 		if err := sideBySide(os.Stdout, self, *upstream, cfgs, *rounds, *eps, *changes, *timeout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -97,27 +107,20 @@ func main() {
 	}
 	var results []result
 	failed := false
-	for _, mode := range strings.Split(*modes, ",") {
-		for _, s := range strings.Split(*sizes, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || n <= 0 {
-				fmt.Fprintf(os.Stderr, "bad Service count %q\n", s)
-				os.Exit(2)
-			}
-			r, err := runChild("", strings.TrimSpace(mode), n, *eps, *changes, *timeout)
-			if errors.Is(err, errTimeout) {
-				fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", mode, n, err)
-				results = append(results, result{Mode: strings.TrimSpace(mode), Services: n, Endpoints: *eps, TimedOut: *timeout})
-				continue
-			}
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", mode, n, err)
-				failed = true
-				continue
-			}
-			results = append(results, r)
-			fmt.Fprintf(os.Stderr, "done: %s %d Services\n", mode, n)
+	for _, c := range cfgs {
+		r, err := runChild("", c.mode, c.services, *eps, *changes, *timeout)
+		if errors.Is(err, errTimeout) {
+			fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", c.mode, c.services, err)
+			results = append(results, result{Mode: c.mode, Services: c.services, Endpoints: *eps, TimedOut: *timeout})
+			continue
 		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s with %d Services: %v\n", c.mode, c.services, err)
+			failed = true
+			continue
+		}
+		results = append(results, r)
+		fmt.Fprintf(os.Stderr, "done: %s %d Services\n", c.mode, c.services)
 	}
 	if len(results) > 0 {
 		printTable(os.Stdout, results)
@@ -194,15 +197,19 @@ func median(xs []float64) float64 {
 
 func printTable(f *os.File, rs []result) {
 	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\tadd-service ms\tno-op ms\trules\tset/map elements\tpeak RSS MiB\t")
+	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\tadd-service ms\tno-op ms\trules\tset/map elements\tpeak RSS MiB\tkernel-only load ms\t")
 	for _, r := range rs {
 		if r.TimedOut > 0 {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t> %v\t-\t-\t-\t-\t-\t-\t\n", r.Mode, r.Services, r.Services*r.Endpoints, r.TimedOut)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t> %v\t-\t-\t-\t-\t-\t-\t-\t\n", r.Mode, r.Services, r.Services*r.Endpoints, r.TimedOut)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t\n",
+		load := fmt.Sprintf("%.0f", r.KernelLoadMs)
+		if r.KernelLoadTimedOut > 0 {
+			load = "> " + r.KernelLoadTimedOut.String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%s\t\n",
 			r.Mode, r.Services, r.Services*r.Endpoints, r.FullSyncMs, median(r.ChangeMs), median(r.AddMs), median(r.NoopMs), r.Rules, r.Elements,
-			float64(r.PeakRSSKiB)/1024)
+			float64(r.PeakRSSKiB)/1024, load)
 	}
 	_ = tw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -37,8 +38,8 @@ func parseConfigs(modes, sizes, only string) ([]config, error) {
 	}
 	for _, m := range strings.Split(modes, ",") {
 		m = strings.TrimSpace(m)
-		if m != "iptables" && m != "nftables" {
-			return nil, fmt.Errorf("mode %q: want iptables or nftables", m)
+		if m != "iptables" && m != "iptables-legacy" && m != "nftables" {
+			return nil, fmt.Errorf("mode %q: want iptables, iptables-legacy or nftables", m)
 		}
 		for _, s := range strings.Split(sizes, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -126,24 +127,52 @@ func summary(r result, err error) string {
 		r.FullSyncMs, median(r.ChangeMs), median(r.AddMs), median(r.NoopMs), float64(r.PeakRSSKiB)/1024)
 }
 
+// figure is one measured value; atMost marks a bound ("less than"), where a
+// kernel load it divides by did not finish in time.
+type figure struct {
+	v      float64
+	atMost bool
+}
+
 // column is one figure of a side: the median over rounds of each round's own
 // median (or single value).
-type column func(result) float64
+type column func(result) figure
+
+func exact(v float64) figure { return figure{v: v} }
 
 var columns = []struct {
 	name string
 	get  column
 	unit func(float64) string
 }{
-	{"full sync", func(r result) float64 { return r.FullSyncMs }, fmtMs},
-	{"one-endpoint change", func(r result) float64 { return median(r.ChangeMs) }, fmtMs},
-	{"add service", func(r result) float64 { return median(r.AddMs) }, fmtMs},
-	{"no-op", func(r result) float64 { return median(r.NoopMs) }, fmtMs},
-	{"peak RSS", func(r result) float64 { return float64(r.PeakRSSKiB) / 1024 }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
+	{"full sync", func(r result) figure { return exact(r.FullSyncMs) }, fmtMs},
+	{"one-endpoint change", func(r result) figure { return exact(median(r.ChangeMs)) }, fmtMs},
+	{"add service", func(r result) figure { return exact(median(r.AddMs)) }, fmtMs},
+	{"no-op", func(r result) figure { return exact(median(r.NoopMs)) }, fmtMs},
+	{"peak RSS", func(r result) figure { return exact(float64(r.PeakRSSKiB) / 1024) }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
+	// The floor: the same final ruleset loaded in one go into an empty
+	// namespace, and the full sync as a multiple of it (issue 19, item 5).
+	{"kernel-only load", func(r result) figure {
+		if r.KernelLoadTimedOut > 0 {
+			return figure{v: math.Inf(1)}
+		}
+		return exact(r.KernelLoadMs)
+	}, fmtMs},
+	{"full sync ÷ kernel load", func(r result) figure {
+		if r.KernelLoadTimedOut > 0 {
+			return figure{v: r.FullSyncMs / float64(r.KernelLoadTimedOut.Milliseconds()), atMost: true}
+		}
+		if r.KernelLoadMs <= 0 {
+			return figure{v: math.NaN()}
+		}
+		return exact(r.FullSyncMs / r.KernelLoadMs)
+	}, func(v float64) string { return fmt.Sprintf("%.2f×", v) }},
 }
 
 func fmtMs(ms float64) string {
 	switch {
+	case math.IsInf(ms, 1):
+		return "> " + kernelLoadTimeout.String()
 	case ms >= 10000:
 		return fmt.Sprintf("%.1f s", ms/1000)
 	case ms >= 1000:
@@ -157,23 +186,52 @@ func fmtMs(ms float64) string {
 	}
 }
 
-// cell renders one side's figure: its median, "did not finish in X" or
-// "failed"; a side with fewer finished rounds than asked says how many.
+// value is a side's figure over its rounds, and ok when it has one: its
+// median, a bound when any round's was.
+func value(o *outcome, get column) (figure, bool) {
+	if len(o.runs) == 0 {
+		return figure{}, false
+	}
+	vs := make([]float64, len(o.runs))
+	var f figure
+	for i, r := range o.runs {
+		g := get(r)
+		vs[i], f.atMost = g.v, f.atMost || g.atMost
+	}
+	f.v = median(vs)
+	return f, !math.IsNaN(f.v)
+}
+
+// cell renders one side's figure: its median, "did not finish in X",
+// "failed" or "-" (not measured).
 func cell(o *outcome, get column, unit func(float64) string) string {
+	f, ok := value(o, get)
 	switch {
 	case len(o.runs) == 0 && o.timedOut > 0:
 		return "did not finish in " + o.timedOut.String()
 	case len(o.runs) == 0:
 		return "failed"
+	case !ok:
+		return "-"
+	case f.atMost:
+		return "< " + unit(f.v)
 	}
-	vs := make([]float64, len(o.runs))
-	for i, r := range o.runs {
-		vs[i] = get(r)
-	}
-	return unit(median(vs))
+	return unit(f.v)
 }
 
-// printSideBySide writes a Markdown table, ours / upstream in each cell, then
+// ratio renders ours ÷ upstream for a pair of cells, or "" when either side
+// has no exact, finite, non-zero figure.
+func ratio(ours, up *outcome, get column) string {
+	o, ok1 := value(ours, get)
+	u, ok2 := value(up, get)
+	if !ok1 || !ok2 || o.atMost || u.atMost || u.v == 0 || math.IsInf(o.v, 0) || math.IsInf(u.v, 0) {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2f×)", o.v/u.v)
+}
+
+// printSideBySide writes a Markdown table, ours / upstream (and ours ÷
+// upstream) in each cell, then
 // every round's full sync and one-change figures, so the spread is visible.
 func printSideBySide(w io.Writer, cfgs []config, get func(config, bool) *outcome) {
 	fmt.Fprint(w, "| mode, services (ours / upstream) | rounds |")
@@ -189,7 +247,7 @@ func printSideBySide(w io.Writer, cfgs []config, get func(config, bool) *outcome
 		o, u := get(c, false), get(c, true)
 		fmt.Fprintf(w, "| %s %d | %d / %d |", c.mode, c.services, len(o.runs), len(u.runs))
 		for _, col := range columns {
-			fmt.Fprintf(w, " %s / %s |", cell(o, col.get, col.unit), cell(u, col.get, col.unit))
+			fmt.Fprintf(w, " %s / %s%s |", cell(o, col.get, col.unit), cell(u, col.get, col.unit), ratio(o, u, col.get))
 		}
 		fmt.Fprintln(w)
 	}

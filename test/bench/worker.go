@@ -3,12 +3,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +39,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/nftables"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
 )
 
 // The world of one worker, all inside its private namespace.
@@ -67,10 +73,18 @@ func worker(spec string) error {
 	if err := setupNetwork(); err != nil {
 		return err
 	}
+	// kube-proxy's mode; iptables-legacy is the iptables mode on other binaries.
+	proxyMode := mode
+	if mode == "iptables-legacy" {
+		proxyMode = "iptables"
+		if err := useLegacyIPTables(); err != nil {
+			return err
+		}
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	metrics.RegisterMetrics(kubeproxyconfig.ProxyMode(mode))
+	metrics.RegisterMetrics(kubeproxyconfig.ProxyMode(proxyMode))
 	healthz := healthcheck.NewProxyHealthServer("127.0.0.1:0", time.Minute, nil)
 	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
 	cfg.SyncPeriod.Duration = time.Hour // only our changes trigger syncs
@@ -82,7 +96,7 @@ func worker(spec string) error {
 	detector := proxyutil.NewDetectLocalByCIDR(clusterCIDR)
 
 	var p proxy.Provider
-	switch mode {
+	switch proxyMode {
 	case "iptables":
 		ipt := utiliptables.New(utiliptables.ProtocolIPv4)
 		ip, err := iptables.NewProxierWithOptions(ctx, cfg, family, ipt, utilsysctl.New(), detector,
@@ -98,7 +112,7 @@ func worker(spec string) error {
 		}
 		p = np
 	default:
-		return fmt.Errorf("unsupported mode %q (want iptables or nftables)", mode)
+		return fmt.Errorf("unsupported mode %q (want iptables, iptables-legacy or nftables)", mode)
 	}
 	go p.SyncLoop()
 
@@ -169,7 +183,135 @@ func worker(spec string) error {
 	if err != nil {
 		return err
 	}
+	// The proxier's work is done; nothing it does can be slowed down by this.
+	if r.KernelLoadMs, err = kernelLoad(mode, kernelLoadTimeout); errors.Is(err, errTimeout) {
+		r.KernelLoadTimedOut = kernelLoadTimeout
+	} else if err != nil {
+		return err
+	}
 	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// useLegacyIPTables makes "iptables", "iptables-save" and "iptables-restore"
+// (and the ip6tables ones) the legacy (xtables) binaries for this process and
+// its children, by putting links to them first on PATH: both proxiers find
+// their binaries on PATH, so ours and upstream's run the legacy backend
+// unchanged, as on a node whose alternatives point there.
+func useLegacyIPTables() error {
+	dir, err := os.MkdirTemp("", "bench-iptables-legacy")
+	if err != nil {
+		return err
+	}
+	for _, v := range []string{"iptables", "ip6tables"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			target, err := exec.LookPath(v + "-legacy" + suffix)
+			if err != nil {
+				return fmt.Errorf("iptables-legacy mode needs %s-legacy%s: %w", v, suffix, err)
+			}
+			if err := os.Symlink(target, filepath.Join(dir, v+suffix)); err != nil {
+				return err
+			}
+		}
+	}
+	return os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// kernelLoadTimeout bounds kernelLoad: loading a large ruleset in one
+// iptables-restore on the nf_tables backend takes many minutes (its own
+// chain cache is quadratic), and the figure is only "slower than this" then.
+const kernelLoadTimeout = 3 * time.Minute
+
+// loadEnv makes this command the loader child of kernelLoad, for the mode it
+// names.
+const loadEnv = "KUBE_PROXY_BENCH_LOAD"
+
+// kernelLoad saves the ruleset kube-proxy programmed in this namespace and
+// returns how long loading it in one go into a fresh, empty network namespace
+// takes (`nft -f` or `iptables-restore`, process start included): what the
+// kernel and the loader need for this ruleset at the least, against which a
+// full sync's time is a multiple. The loading runs in a child of this command
+// (loader), born into the new namespace.
+func kernelLoad(mode string, timeout time.Duration) (float64, error) {
+	save := []string{"iptables-save"}
+	if mode == "nftables" {
+		save = []string{"nft", "list", "table", "ip", "kube-proxy"}
+	}
+	rules, err := exec.Command(save[0], save[1:]...).Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", strings.Join(save, " "), err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = append(os.Environ(), loadEnv+"="+mode)
+	cmd.Stdin = bytes.NewReader(rules)
+	// Its own process group, so a timeout also ends the loader's child.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("loading the saved ruleset: %w after %v", errTimeout, timeout)
+		}
+		return 0, fmt.Errorf("loading the saved ruleset (%d bytes) into an empty namespace: %w: %s", len(rules), err, tailOf(stderr.String(), 2048))
+	}
+	ms, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil {
+		return 0, fmt.Errorf("loader printed %q: %w", out, err)
+	}
+	return ms, nil
+}
+
+// nfacctName finds the nfacct counters an iptables ruleset matches on.
+var nfacctName = regexp.MustCompile(`--nfacct-name\s+(\S+)`)
+
+// loader loads the ruleset on stdin into this (new, empty) namespace with the
+// mode's loader binary and prints how long that took in ms. An iptables
+// ruleset can refer to nfacct counters, which are not part of it (kube-proxy
+// creates them over netlink first), so they are created before the clock
+// starts.
+func loader(mode string) error {
+	rules, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return err
+	}
+	argv := []string{"iptables-restore"}
+	if mode == "nftables" {
+		argv = []string{"nft", "-f", "-"}
+	} else if names := nfacctName.FindAllSubmatch(rules, -1); len(names) > 0 {
+		acct, err := nfacct.New()
+		if err != nil {
+			return fmt.Errorf("nfacct: %w", err)
+		}
+		for _, n := range names {
+			if err := acct.Ensure(string(n[1])); err != nil {
+				return fmt.Errorf("nfacct counter %s: %w", n[1], err)
+			}
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = bytes.NewReader(rules)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		// Both loaders name the line they refused; show it.
+		var line string
+		if m := regexp.MustCompile(`line (\d+):`).FindStringSubmatch(stderr.String()); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n > 0 && n <= bytes.Count(rules, []byte("\n")) {
+				line = "\nline " + m[1] + ": " + string(bytes.Split(rules, []byte("\n"))[n-1])
+			}
+		}
+		return fmt.Errorf("%s: %w: %s%s", strings.Join(argv, " "), err, tailOf(stderr.String(), 2048), line)
+	}
+	fmt.Println(float64(time.Since(start).Microseconds()) / 1000)
+	return nil
 }
 
 // setupNetwork gives the namespace a loopback and a node interface.
@@ -289,7 +431,7 @@ func makeSlice(i, eps, gen int) *discovery.EndpointSlice {
 // countRules counts the rules kube-proxy programmed in this namespace (and, for
 // nftables, the elements of its sets and maps).
 func countRules(mode string) (rules, elements int, err error) {
-	if mode == "iptables" {
+	if mode != "nftables" {
 		out, err := exec.Command("iptables-save").Output()
 		if err != nil {
 			return 0, 0, fmt.Errorf("iptables-save: %w", err)
