@@ -218,8 +218,10 @@ func useLegacyIPTables() error {
 
 // kernelLoadTimeout bounds kernelLoad: loading a large ruleset in one
 // iptables-restore on the nf_tables backend takes many minutes (its own
-// chain cache is quadratic), and the figure is only "slower than this" then.
-const kernelLoadTimeout = 3 * time.Minute
+// chain cache is quadratic: over 8 minutes at 5k Services), and the figure
+// is only "slower than this" then, which a minute already shows against
+// full syncs of seconds.
+const kernelLoadTimeout = time.Minute
 
 // loadEnv makes this command the loader child of kernelLoad, for the mode it
 // names.
