@@ -55,8 +55,8 @@ func inNetns(t testing.TB, fn func()) {
 	}
 }
 
-// realSyncer builds a syncer on a real knftables interface. It must be
-// called inside inNetns.
+// realSyncer builds a syncer on a real knftables interface and the netlink
+// element writer. It must be called inside inNetns.
 func realSyncer(t testing.TB, tf testFamily, mutate func(*syncerConfig)) (*syncer, knftables.Interface) {
 	t.Helper()
 	// UseNetlink as in production (gate NFTablesNetlink, on by default).
@@ -66,6 +66,11 @@ func realSyncer(t testing.TB, tf testFamily, mutate func(*syncerConfig)) (*synce
 	}
 	s, _ := newTestSyncer(t, tf, mutate)
 	s.nft = nft
+	// Endpoint elements over netlink, as NewProxier sets up for the host's
+	// table (elements.go).
+	w := newNetlinkElements(tf.family)
+	t.Cleanup(w.close)
+	s.elements = w
 	return s, nft
 }
 

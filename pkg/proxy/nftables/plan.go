@@ -92,53 +92,82 @@ func (pl *plan) endUnit() {
 
 func (pl *plan) empty() bool { return len(pl.ops) == 0 }
 
-// chunkEnds returns the op index at which each transaction ends when the plan
-// is packed into transactions of at most maxOps operations (a single unit
-// larger than maxOps gets a transaction of its own). maxOps <= 0 means one
-// transaction.
-func (pl *plan) chunkEnds(maxOps int) []int {
+// unit is one unit of a plan: operations [start, end), size expanded ones.
+type unit struct{ start, end, size int }
+
+// units closes the open unit and returns every unit in plan order.
+func (pl *plan) units() []unit {
 	pl.endUnit()
-	if len(pl.ops) == 0 {
-		return nil
-	}
-	var ends []int
-	n, start := 0, 0
-	for u, end := range pl.unitEnds {
-		size := pl.unitSizes[u]
-		if maxOps > 0 && n > 0 && n+size > maxOps {
-			ends = append(ends, start)
-			n = 0
-		}
-		n += size
+	us := make([]unit, len(pl.unitEnds))
+	start := 0
+	for i, end := range pl.unitEnds {
+		us[i] = unit{start: start, end: end, size: pl.unitSizes[i]}
 		start = end
 	}
-	return append(ends, len(pl.ops))
+	return us
 }
 
-// each builds the plan's transactions one at a time and hands each to fn,
-// stopping at fn's first error. Transactions are built lazily and the plan
-// lets go of the objects of each one handed over, so a cold start never has
-// every transaction (and its rendering) in memory at once.
-func (pl *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, tx *knftables.Transaction) error) error {
-	ends := pl.chunkEnds(maxOps)
-	start := 0
-	for i, end := range ends {
-		tx := nft.NewTransaction()
-		for j := start; j < end; j++ {
-			o := pl.ops[j]
-			if b, ok := o.obj.(*slotBatch); ok {
-				for i := b.from; i < b.to; i++ {
-					apply(tx, o.verb, b.element(i))
-				}
-			} else {
-				apply(tx, o.verb, o.obj.(knftables.Object))
-			}
-			pl.ops[j] = op{}
+// pack cuts units, in order, into groups of at most max expanded operations
+// (a unit larger than max gets a group of its own); max <= 0 means one group.
+func pack(us []unit, max int) [][]unit {
+	var groups [][]unit
+	n, first := 0, 0
+	for i, u := range us {
+		if max > 0 && n > 0 && n+u.size > max {
+			groups = append(groups, us[first:i])
+			n, first = 0, i
 		}
-		if err := fn(i, len(ends), tx); err != nil {
+		n += u.size
+	}
+	if first < len(us) {
+		groups = append(groups, us[first:])
+	}
+	return groups
+}
+
+// opsOf returns the operations of units, in order.
+func (pl *plan) opsOf(us []unit) []op {
+	var ops []op
+	for _, u := range us {
+		ops = append(ops, pl.ops[u.start:u.end]...)
+	}
+	return ops
+}
+
+// release lets go of the objects of units that have been applied, so a cold
+// start never has every transaction (and its rendering) in memory at once.
+func (pl *plan) release(us []unit) {
+	for _, u := range us {
+		clear(pl.ops[u.start:u.end])
+	}
+}
+
+// transaction builds one nft transaction of ops, expanding slot batches.
+func transaction(nft knftables.Interface, ops []op) *knftables.Transaction {
+	tx := nft.NewTransaction()
+	for _, o := range ops {
+		if b, ok := o.obj.(*slotBatch); ok {
+			for i := b.from; i < b.to; i++ {
+				apply(tx, o.verb, b.element(i))
+			}
+		} else {
+			apply(tx, o.verb, o.obj.(knftables.Object))
+		}
+	}
+	return tx
+}
+
+// each packs the plan into transactions of at most maxOps operations and
+// hands them to fn one at a time, stopping at fn's first error. Transactions
+// are built lazily and released once handed over.
+func (pl *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, tx *knftables.Transaction) error) error {
+	groups := pack(pl.units(), maxOps)
+	for i, g := range groups {
+		tx := transaction(nft, pl.opsOf(g))
+		pl.release(g)
+		if err := fn(i, len(groups), tx); err != nil {
 			return err
 		}
-		start = end
 	}
 	return nil
 }

@@ -179,6 +179,14 @@ func (r *runHookNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 // that Service's own endpoints and nowhere else; at the end, no map of the
 // old generation is left and the table means what a fresh sync produces.
 func TestRestartNeverMisroutes(t *testing.T) {
+	t.Run("nft", func(t *testing.T) { testRestartNeverMisroutes(t, false) })
+	// With endpoint elements over netlink (elements.go), the restart's
+	// endpoint maps are created up front and its elements written between
+	// nft transactions.
+	t.Run("elements over netlink", func(t *testing.T) { testRestartNeverMisroutes(t, true) })
+}
+
+func testRestartNeverMisroutes(t *testing.T, withElements bool) {
 	tf := families[0]
 	ctx := context.Background()
 	var svcs []tsvc
@@ -200,7 +208,7 @@ func TestRestartNeverMisroutes(t *testing.T) {
 
 	restarted, _ := newTestSyncer(t, tf, func(c *syncerConfig) { c.maxOps = 40 })
 	checks := 0
-	restarted.nft = &runHookNFT{countingNFT: fake, after: func() {
+	hook := &runHookNFT{countingNFT: fake, after: func() {
 		checks++
 		tr := newTracer(t, fake.Fake, tf.nodeIP)
 		for _, sv := range svcs {
@@ -216,6 +224,12 @@ func TestRestartNeverMisroutes(t *testing.T) {
 			}
 		}
 	}}
+	restarted.nft = hook
+	if withElements {
+		// Element batches go to the fake through the hook too, so the state
+		// after each of them is checked as well.
+		restarted.elements = &fakeElements{nft: hook}
+	}
 	res, err := restarted.sync(ctx, syncInput{full: true, services: models(tf.ip, reversed...)})
 	if err != nil {
 		t.Fatal(err)

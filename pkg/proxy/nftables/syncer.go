@@ -172,24 +172,68 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.view.commit(pend, time.Now())
 		return res, nil
 	}
-	klogV9 := s.logger.V(9)
-	err := pl.each(s.nft, s.maxOps, func(i, total int, tx *knftables.Transaction) error {
-		res.transactions = total
-		if klogV9.Enabled() {
-			klogV9.Info("Running nftables transaction", "transaction", tx.String())
-		}
-		if err := s.nft.Run(ctx, tx); err != nil {
-			s.view.invalidate()
-			s.logFailure(tx)
-			return fmt.Errorf("nftables transaction %d of %d failed: %w", i+1, total, err)
-		}
-		return nil
-	})
+	var err error
+	if s.elements != nil && (in.full || pl.size > s.maxOps) {
+		// Not one atomic transaction anyway: elements can go over netlink.
+		res.transactions, err = s.applySegments(ctx, pl)
+	} else {
+		err = pl.each(s.nft, s.maxOps, func(i, total int, tx *knftables.Transaction) error {
+			res.transactions = total
+			return s.run(ctx, tx, fmt.Sprintf("%d of %d", i+1, total))
+		})
+	}
 	if err != nil {
+		s.view.invalidate()
 		return res, err
 	}
 	s.view.commit(pend, time.Now())
 	return res, nil
+}
+
+// run runs one nft transaction; which says which one, for the error.
+func (s *syncer) run(ctx context.Context, tx *knftables.Transaction, which string) error {
+	if v := s.logger.V(9); v.Enabled() {
+		v.Info("Running nftables transaction", "transaction", tx.String())
+	}
+	if err := s.nft.Run(ctx, tx); err != nil {
+		s.logFailure(tx)
+		return fmt.Errorf("nftables transaction %s failed: %w", which, err)
+	}
+	return nil
+}
+
+// applySegments applies a plan that is cut into several transactions anyway
+// (a full sync, or more than maxOps operations): element units over netlink
+// in batches of at most maxNetlinkElements, everything else through nft in
+// transactions of at most maxOps, in plan order (see plan.segments). It
+// returns how many transactions and batches it ran.
+func (s *syncer) applySegments(ctx context.Context, pl *plan) (int, error) {
+	n := 0
+	for _, seg := range pl.segments(pl.units()) {
+		if !seg.elements {
+			for _, g := range pack(seg.units, s.maxOps) {
+				tx := transaction(s.nft, pl.opsOf(g))
+				pl.release(g)
+				n++
+				if err := s.run(ctx, tx, fmt.Sprintf("%d", n)); err != nil {
+					return n, err
+				}
+			}
+			continue
+		}
+		for _, g := range pack(seg.units, maxNetlinkElements) {
+			ops := pl.opsOf(g)
+			pl.release(g)
+			n++
+			if s.writeOps(ctx, ops) {
+				continue
+			}
+			if err := s.run(ctx, transaction(s.nft, ops), fmt.Sprintf("%d", n)); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
 }
 
 // maxElementFailures is how many element writes in a row may fail before the
@@ -206,11 +250,20 @@ func (s *syncer) writeElements(ctx context.Context, pl *plan) bool {
 	if s.elements == nil || pl.size > maxNetlinkElements || !pl.elementsOnly() {
 		return false
 	}
-	err := s.elements.writeElements(ctx, pl.ops)
+	return s.writeOps(ctx, pl.ops)
+}
+
+// writeOps applies element operations with s.elements and reports whether it
+// did; after a failure the caller sends the same operations through nft.
+func (s *syncer) writeOps(ctx context.Context, ops []op) bool {
+	if s.elements == nil {
+		return false
+	}
+	err := s.elements.writeElements(ctx, ops)
 	if err == nil {
 		s.elementFailures = 0
 		if v := s.logger.V(9); v.Enabled() {
-			v.Info("Wrote endpoint elements over netlink", "operations", pl.size)
+			v.Info("Wrote endpoint elements over netlink", "operations", len(ops))
 		}
 		return true
 	}
