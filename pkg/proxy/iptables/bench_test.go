@@ -186,18 +186,21 @@ type measuringIPTables struct {
 	utiliptables.Interface
 	restoreTime time.Duration
 	lastRestore int
+	restores    int
 }
 
 func (m *measuringIPTables) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
 	start := time.Now()
 	err := m.Interface.RestoreAll(data, flush, counters)
 	m.restoreTime += time.Since(start)
+	m.restores++
 	m.lastRestore = len(data)
 	return err
 }
 
 // BenchmarkSyncKernel runs the same syncs against real iptables in a private
-// network namespace (root only), for the nft and legacy backends. 10k
+// network namespace (root only), for the nft and legacy backends, and a no-op
+// sync, which must not run iptables-restore. 10k
 // services take minutes (iptables-nft-restore of the first full sync alone
 // takes over 6 minutes on a 2-core machine); set KUBE_PROXY_BENCH_10K=1 to
 // include them, and KUBE_PROXY_BENCH_IPTABLES=legacy (or nft) to run one
@@ -247,6 +250,19 @@ func BenchmarkSyncKernel(b *testing.B) {
 					}
 					b.ReportMetric(float64(ipt.restoreTime.Microseconds())/1000/float64(b.N), "restore-ms/op")
 					b.ReportMetric(float64(ipt.lastRestore), "restore-bytes")
+				})
+				// What the periodic resync costs: no restore at all, on
+				// either backend (upstream restores every table each time).
+				b.Run("no-op", func(b *testing.B) {
+					restores := ipt.restores
+					for b.Loop() {
+						if err := p.SyncNow(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if ipt.restores != restores {
+						b.Fatalf("%d no-op syncs ran iptables-restore %d times", b.N, ipt.restores-restores)
+					}
 				})
 			})
 		}

@@ -72,75 +72,15 @@ func allElements(ops []op) bool {
 	return true
 }
 
-// mapCreation reports whether ops only create endpoint maps.
-func mapCreation(ops []op) bool {
-	for _, o := range ops {
-		m, ok := o.obj.(*knftables.Map)
-		if !ok || o.verb != opAdd || !strings.HasPrefix(m.Name, endpointMapPrefix) {
-			return false
-		}
-	}
-	return len(ops) > 0
-}
-
-// segment is a run of consecutive units that all go either to an
-// elementWriter or to nft.
-type segment struct {
-	elements bool
-	units    []unit
-}
-
-// segments orders a large plan's units for applying its element units over
-// netlink, and groups them into segments. A full sync at 1k Services holds
-// ~11k endpoint and hairpin elements: one nft command each, they are 60% of
-// nft's time for the sync (measured: 380 ms for the whole transaction, 155 ms
-// without them), while the kernel takes them in a few large messages.
-//
-// Endpoint maps are created just before the first element unit instead of
-// each before its own slots, so that one nft transaction creates them all
-// instead of one nft run per map between the slot batches; creating an empty
-// map changes nothing a packet sees. Every other unit keeps its place, so
-// every state between segments is one that chunking alone could produce.
-func (pl *plan) segments(us []unit) []segment {
-	isElems := make([]bool, len(us))
-	firstElems := -1
-	for i, u := range us {
-		isElems[i] = u.size <= maxNetlinkElements && allElements(pl.ops[u.start:u.end])
-		if isElems[i] && firstElems < 0 {
-			firstElems = i
-		}
-	}
-	if firstElems < 0 {
-		return []segment{{units: us}}
-	}
-	order := make([]int, 0, len(us))
-	var maps []int
-	for i, u := range us {
-		if i >= firstElems && mapCreation(pl.ops[u.start:u.end]) {
-			maps = append(maps, i)
-		}
-	}
-	hoisted := make(map[int]bool, len(maps))
-	for _, i := range maps {
-		hoisted[i] = true
-	}
-	for i := range us {
-		if i == firstElems {
-			order = append(order, maps...)
-		}
-		if !hoisted[i] {
-			order = append(order, i)
-		}
-	}
-	var segs []segment
-	for _, i := range order {
-		if n := len(segs); n > 0 && segs[n-1].elements == isElems[i] {
-			segs[n-1].units = append(segs[n-1].units, us[i])
-			continue
-		}
-		segs = append(segs, segment{elements: isElems[i], units: []unit{us[i]}})
-	}
-	return segs
+// elementUnit says which units of a plan cut into several transactions go
+// over netlink: those an elementWriter can apply, up to a batch in size. A
+// full sync at 1k Services holds ~11k endpoint and hairpin elements; one nft
+// command each, they were 60% of nft's time for that sync (measured: 380 ms
+// for the whole transaction, 155 ms without them), while the kernel takes
+// them in a few large messages. The view creates the endpoint maps before
+// the slots (view.mapsFirst), so the slots are one run of element units.
+func elementUnit(ops []op, size int) bool {
+	return size <= maxNetlinkElements && allElements(ops)
 }
 
 // netlinkElements writes elements of the kube-proxy table of one family

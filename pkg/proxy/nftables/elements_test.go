@@ -118,7 +118,7 @@ func (f *fakeElements) writeElements(ctx context.Context, ops []op) error {
 		return errors.New("injected netlink failure")
 	}
 	pl := &plan{ops: ops}
-	return pl.each(f.nft, 0, func(_, _ int, tx *knftables.Transaction) error { return f.nft.Run(ctx, tx) })
+	return pl.each(f.nft, 0, func(tx *knftables.Transaction) error { return f.nft.Run(ctx, tx) })
 }
 
 // TestEndpointChangesBypassNFT: a sync whose plan only replaces endpoints
@@ -296,4 +296,48 @@ func BenchmarkNetlinkSlotReplace(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestEachGroupCutsByKind: consecutive element units form one group up to
+// maxNetlinkElements, nft units up to maxOps, and a change of kind always
+// starts a new group, in plan order.
+func TestEachGroupCutsByKind(t *testing.T) {
+	pl := &plan{}
+	slot := func(n int) {
+		pl.addSlots("endpoints-0-tcp-00", 0, make([]string, n), 0, n)
+		pl.endUnit()
+	}
+	rule := func() {
+		pl.add(&knftables.Rule{Chain: "c", Rule: "drop"})
+		pl.endUnit()
+	}
+	rule()
+	rule()
+	slot(3)
+	slot(maxNetlinkElements - 3) // fills the batch
+	slot(1)                      // starts the next one
+	rule()
+	slot(maxNetlinkElements + 1) // too big for a batch: an nft unit
+	rule()
+	var got []string
+	err := pl.eachGroup(0, elementUnit, func(ops []op, elements bool) error {
+		kind := "nft"
+		if elements {
+			kind = "elements"
+		}
+		got = append(got, kind+":"+itoa(len(ops)))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"nft:2", "elements:2", "elements:1", "nft:3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("groups %v, want %v", got, want)
+	}
+	for i, o := range pl.ops {
+		if o.obj != nil {
+			t.Errorf("op %d was not released after its group ran", i)
+		}
+	}
 }

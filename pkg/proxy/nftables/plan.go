@@ -92,54 +92,47 @@ func (pl *plan) endUnit() {
 
 func (pl *plan) empty() bool { return len(pl.ops) == 0 }
 
-// unit is one unit of a plan: operations [start, end), size expanded ones.
-type unit struct{ start, end, size int }
-
-// units closes the open unit and returns every unit in plan order.
-func (pl *plan) units() []unit {
+// eachGroup cuts the plan, in order and at unit boundaries, into groups of
+// consecutive units of one kind and hands each group's operations to fn,
+// releasing them afterwards so that a cold start never has every
+// transaction (and its rendering) in memory at once. A unit is an element
+// unit when isElements says so (nil: none is); a group holds at most maxOps
+// expanded operations, or maxNetlinkElements for element units (a larger
+// unit gets a group of its own; maxOps <= 0 means no bound). It stops at
+// fn's first error.
+func (pl *plan) eachGroup(maxOps int, isElements func(ops []op, size int) bool, fn func(ops []op, elements bool) error) error {
 	pl.endUnit()
-	us := make([]unit, len(pl.unitEnds))
+	groupStart, groupSize, groupElements := 0, 0, false
+	flush := func(end int) error {
+		if end == groupStart {
+			return nil
+		}
+		ops := pl.ops[groupStart:end]
+		err := fn(ops, groupElements)
+		clear(ops)
+		groupStart, groupSize = end, 0
+		return err
+	}
 	start := 0
 	for i, end := range pl.unitEnds {
-		us[i] = unit{start: start, end: end, size: pl.unitSizes[i]}
+		size := pl.unitSizes[i]
+		elements := isElements != nil && isElements(pl.ops[start:end], size)
+		limit := maxOps
+		if elements {
+			limit = maxNetlinkElements
+		}
+		if groupSize > 0 && (elements != groupElements || (limit > 0 && groupSize+size > limit)) {
+			if err := flush(start); err != nil {
+				return err
+			}
+		}
+		if groupSize == 0 {
+			groupElements = elements
+		}
+		groupSize += size
 		start = end
 	}
-	return us
-}
-
-// pack cuts units, in order, into groups of at most max expanded operations
-// (a unit larger than max gets a group of its own); max <= 0 means one group.
-func pack(us []unit, max int) [][]unit {
-	var groups [][]unit
-	n, first := 0, 0
-	for i, u := range us {
-		if max > 0 && n > 0 && n+u.size > max {
-			groups = append(groups, us[first:i])
-			n, first = 0, i
-		}
-		n += u.size
-	}
-	if first < len(us) {
-		groups = append(groups, us[first:])
-	}
-	return groups
-}
-
-// opsOf returns the operations of units, in order.
-func (pl *plan) opsOf(us []unit) []op {
-	var ops []op
-	for _, u := range us {
-		ops = append(ops, pl.ops[u.start:u.end]...)
-	}
-	return ops
-}
-
-// release lets go of the objects of units that have been applied, so a cold
-// start never has every transaction (and its rendering) in memory at once.
-func (pl *plan) release(us []unit) {
-	for _, u := range us {
-		clear(pl.ops[u.start:u.end])
-	}
+	return flush(len(pl.ops))
 }
 
 // transaction builds one nft transaction of ops, expanding slot batches.
@@ -157,19 +150,11 @@ func transaction(nft knftables.Interface, ops []op) *knftables.Transaction {
 	return tx
 }
 
-// each packs the plan into transactions of at most maxOps operations and
-// hands them to fn one at a time, stopping at fn's first error. Transactions
-// are built lazily and released once handed over.
-func (pl *plan) each(nft knftables.Interface, maxOps int, fn func(i, total int, tx *knftables.Transaction) error) error {
-	groups := pack(pl.units(), maxOps)
-	for i, g := range groups {
-		tx := transaction(nft, pl.opsOf(g))
-		pl.release(g)
-		if err := fn(i, len(groups), tx); err != nil {
-			return err
-		}
-	}
-	return nil
+// each packs the whole plan into nft transactions of at most maxOps
+// operations and hands them to fn one at a time, stopping at fn's first
+// error.
+func (pl *plan) each(nft knftables.Interface, maxOps int, fn func(tx *knftables.Transaction) error) error {
+	return pl.eachGroup(maxOps, nil, func(ops []op, _ bool) error { return fn(transaction(nft, ops)) })
 }
 
 func apply(tx *knftables.Transaction, verb opVerb, obj knftables.Object) {

@@ -41,7 +41,7 @@ func TestPlanChunking(t *testing.T) {
 		}
 		fake := knftables.NewFake(knftables.IPv4Family, kubeProxyTable)
 		var got []string
-		err := p.each(fake, tc.maxOps, func(_, _ int, tx *knftables.Transaction) error {
+		err := p.each(fake, tc.maxOps, func(tx *knftables.Transaction) error {
 			if text := tx.String(); strings.Contains(text, "delete element") && !strings.Contains(text, "{ 17 : 10.0.0.9 . 80 }") {
 				t.Errorf("the replaced slot's new value is missing:\n%s", text)
 			}

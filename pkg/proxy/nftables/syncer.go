@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -153,6 +154,7 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.logger.Info("Service ports claim the same destination; the first in namespace/name/port order is programmed where only one can be",
 			"destination", c.key, "servicePort", c.a, "conflictingServicePort", c.b)
 	}
+	s.view.mapsFirst = s.elements != nil
 	pend := s.view.diff(pl)
 	if pl.empty() {
 		return syncResult{}, nil
@@ -177,9 +179,9 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		// Not one atomic transaction anyway: elements can go over netlink.
 		res.transactions, err = s.applySegments(ctx, pl)
 	} else {
-		err = pl.each(s.nft, s.maxOps, func(i, total int, tx *knftables.Transaction) error {
-			res.transactions = total
-			return s.run(ctx, tx, fmt.Sprintf("%d of %d", i+1, total))
+		err = pl.each(s.nft, s.maxOps, func(tx *knftables.Transaction) error {
+			res.transactions++
+			return s.run(ctx, tx, strconv.Itoa(res.transactions))
 		})
 	}
 	if err != nil {
@@ -204,36 +206,20 @@ func (s *syncer) run(ctx context.Context, tx *knftables.Transaction, which strin
 
 // applySegments applies a plan that is cut into several transactions anyway
 // (a full sync, or more than maxOps operations): element units over netlink
-// in batches of at most maxNetlinkElements, everything else through nft in
-// transactions of at most maxOps, in plan order (see plan.segments). It
-// returns how many transactions and batches it ran.
+// in batches (see elementUnit), everything else through nft in transactions
+// of at most maxOps, in plan order, so that every state in between is one
+// that cutting the plan into transactions alone could produce. It returns
+// how many transactions and batches it ran.
 func (s *syncer) applySegments(ctx context.Context, pl *plan) (int, error) {
 	n := 0
-	for _, seg := range pl.segments(pl.units()) {
-		if !seg.elements {
-			for _, g := range pack(seg.units, s.maxOps) {
-				tx := transaction(s.nft, pl.opsOf(g))
-				pl.release(g)
-				n++
-				if err := s.run(ctx, tx, fmt.Sprintf("%d", n)); err != nil {
-					return n, err
-				}
-			}
-			continue
+	err := pl.eachGroup(s.maxOps, elementUnit, func(ops []op, elements bool) error {
+		n++
+		if elements && s.writeOps(ctx, ops) {
+			return nil
 		}
-		for _, g := range pack(seg.units, maxNetlinkElements) {
-			ops := pl.opsOf(g)
-			pl.release(g)
-			n++
-			if s.writeOps(ctx, ops) {
-				continue
-			}
-			if err := s.run(ctx, transaction(s.nft, ops), fmt.Sprintf("%d", n)); err != nil {
-				return n, err
-			}
-		}
-	}
-	return n, nil
+		return s.run(ctx, transaction(s.nft, ops), strconv.Itoa(n))
+	})
+	return n, err
 }
 
 // maxElementFailures is how many element writes in a row may fail before the

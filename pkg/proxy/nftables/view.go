@@ -60,6 +60,9 @@ type view struct {
 	epMapsHave [numEndpointMaps]bool
 	epSlots    tracked[*slotSpec, *slotSpec]
 	retired    []string
+	// mapsFirst makes diff create the endpoint maps a plan needs before
+	// any of its slots (set when slots go over netlink).
+	mapsFirst bool
 
 	// Chains owned by service ports (a nil have value: exists, content
 	// unknown), affinity sets (by timeout) and the elements of each
@@ -488,19 +491,24 @@ func (v *view) diff(pl *plan) *pending {
 	// Endpoint slots are written before the chains that read them; slots a
 	// chain stopped using are removed after it was rewritten.
 	touchedSlots := v.epSlots.takeTouched()
+	if v.mapsFirst {
+		// Element batches go over netlink (elements.go): create every map
+		// the slots need first, in one unit, so that the slots form one
+		// run of element units instead of alternating with nft runs.
+		for _, chain := range touchedSlots {
+			if want := v.epSlots.want[chain]; want != nil {
+				v.addEndpointMap(pl, pend, want.mapIndex)
+			}
+		}
+		pl.endUnit()
+	}
 	for _, chain := range touchedSlots {
 		want, have := v.epSlots.want[chain], v.epSlots.have[chain]
 		if want == nil {
 			continue
 		}
-		if !v.epMapsHave[want.mapIndex] && !slices.Contains(pend.epMaps, want.mapIndex) {
-			pl.add(&knftables.Map{
-				Name:    endpointMapName(v.epGen, want.mapIndex),
-				TypeOf:  endpointMapTypeOf(v.ipX, want.mapIndex),
-				Comment: ptr.To("service endpoints by slot (see the rules using it)"),
-			})
+		if v.addEndpointMap(pl, pend, want.mapIndex) {
 			pl.endUnit()
-			pend.epMaps = append(pend.epMaps, want.mapIndex)
 		}
 		name := endpointMapName(v.epGen, want.mapIndex)
 		if have == nil || have.mapIndex != want.mapIndex || have.base != want.base {
@@ -654,6 +662,21 @@ func (v *view) diff(pl *plan) *pending {
 	pend.retired = len(v.retired)
 
 	return pend
+}
+
+// addEndpointMap adds endpoint map i of the current generation to pl unless
+// it exists or pend already creates it, and reports whether it did.
+func (v *view) addEndpointMap(pl *plan, pend *pending, i int) bool {
+	if v.epMapsHave[i] || slices.Contains(pend.epMaps, i) {
+		return false
+	}
+	pl.add(&knftables.Map{
+		Name:    endpointMapName(v.epGen, i),
+		TypeOf:  endpointMapTypeOf(v.ipX, i),
+		Comment: ptr.To("service endpoints by slot (see the rules using it)"),
+	})
+	pend.epMaps = append(pend.epMaps, i)
+	return true
 }
 
 // commit makes the believed state match a successfully applied plan.
