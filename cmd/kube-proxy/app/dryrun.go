@@ -39,10 +39,16 @@ type dryRunOutput struct {
 	// finish is still waiting for.
 	services, slices             int
 	servicesSynced, slicesSynced bool
+
+	// cidrsListed closes when the ServiceCIDR informer first reports; see
+	// holdForServiceCIDRs. cidrsTracked says there is such an informer.
+	cidrsTracked bool
+	cidrsListed  chan struct{}
+	cidrsOnce    sync.Once
 }
 
 func newDryRunOutput() *dryRunOutput {
-	return &dryRunOutput{bufs: map[v1.IPFamily]*bytes.Buffer{}, kinds: map[v1.IPFamily]string{}}
+	return &dryRunOutput{bufs: map[v1.IPFamily]*bytes.Buffer{}, kinds: map[v1.IPFamily]string{}, cidrsListed: make(chan struct{})}
 }
 
 type familyWriter struct {
@@ -160,6 +166,33 @@ func (d *dryRunOutput) track(services *config.ServiceConfig, slices *config.Endp
 	slices.RegisterEventHandler(d)
 }
 
+// holdForServiceCIDRs registers d on the ServiceCIDR informer (after the
+// proxier) and returns a channel that closes once the informer has reported
+// the cluster's ServiceCIDRs. A dry run prints its first full sync, whose
+// cluster-ips-check rules depend on those ranges, but the proxier takes new
+// ranges only at its next sync, which a dry run never reaches: so the caller
+// holds back the Services' and EndpointSlices' "synced" signals, and with them
+// that first sync, until the channel closes. A real proxier does not wait.
+// For a nil d (not a dry run) the channel is already closed.
+func (d *dryRunOutput) holdForServiceCIDRs(cidrs *config.ServiceCIDRConfig) <-chan struct{} {
+	if d == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	d.mu.Lock()
+	d.cidrsTracked = true
+	d.mu.Unlock()
+	cidrs.RegisterEventHandler(d)
+	return d.cidrsListed
+}
+
+// OnServiceCIDRsChanged is config.ServiceCIDRHandler; the ranges themselves
+// are the proxier's business.
+func (d *dryRunOutput) OnServiceCIDRsChanged([]string) {
+	d.cidrsOnce.Do(func() { close(d.cidrsListed) })
+}
+
 func (d *dryRunOutput) OnServiceAdd(*v1.Service) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -198,6 +231,13 @@ func (d *dryRunOutput) pending(now time.Time) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var p []string
+	if d.cidrsTracked {
+		select {
+		case <-d.cidrsListed:
+		default:
+			p = append(p, "ServiceCIDRs not yet listed (the first sync waits for them)")
+		}
+	}
 	if !d.servicesSynced {
 		p = append(p, fmt.Sprintf("Services not yet listed (%d received so far)", d.services))
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
@@ -219,5 +221,47 @@ func TestDryRunFollow(t *testing.T) {
 				t.Errorf("the manifest source kept running after Run returned: %v", err)
 			}
 		})
+	}
+}
+
+// A dry run prints its first full sync, so that sync must include the
+// ServiceCIDRs' rules even when the ServiceCIDR informer lists after the
+// Services and EndpointSlices (a real proxier would add them at its next
+// sync, which a dry run never reaches). CI once caught the race this pins.
+func TestDryRunWaitsForServiceCIDRs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	o, err := parseAndComplete(t, []string{
+		"--manifests=" + filepath.Join("..", "..", "..", "examples", "cluster"),
+		"--hostname-override=node-1", "--proxy-mode=nftables", "--dry-run",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newProxyServer(ctx, o.config, serverOptions{
+		manifests: o.manifests, manifestsRescan: time.Hour, dryRun: true, flags: o.flags,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reactors, ok := s.Client.(interface {
+		PrependReactor(verb, resource string, reaction clienttesting.ReactionFunc)
+	})
+	if !ok {
+		t.Fatalf("the manifests' clientset %T takes no reactors", s.Client)
+	}
+	// Longer than the dry run's quiet period and the minimum sync interval.
+	reactors.PrependReactor("list", "servicecidrs", func(clienttesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(2 * time.Second)
+		return false, nil, nil
+	})
+	var out bytes.Buffer
+	s.dryRunOut = &out
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if text := out.String(); !strings.Contains(text, "ip daddr { 10.96.0.0/16 } drop") {
+		t.Errorf("the first sync was printed without the ServiceCIDR 10.96.0.0/16:\n%s", text)
 	}
 }

@@ -242,20 +242,32 @@ func (s *ProxyServer) startInformers(ctx context.Context) {
 	factories := source.NewInformerFactories(s.Client, resync, "")
 
 	// Handlers are registered before the informers start, so no initial event is lost.
-	serviceConfig := config.NewServiceConfig(ctx, factories.Services.Core().V1().Services(), resync)
-	serviceConfig.RegisterEventHandler(s.Proxier)
-	go serviceConfig.Run(ctx.Done())
-
-	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, factories.EndpointSlices.Discovery().V1().EndpointSlices(), resync)
-	endpointSliceConfig.RegisterEventHandler(s.Proxier)
-	s.dryRun.track(serviceConfig, endpointSliceConfig)
-	go endpointSliceConfig.Run(ctx.Done())
-
+	var cidrsListed <-chan struct{}
 	if features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
 		serviceCIDRConfig := config.NewServiceCIDRConfig(ctx, factories.Unfiltered.Networking().V1().ServiceCIDRs(), resync)
 		serviceCIDRConfig.RegisterEventHandler(s.Proxier)
+		cidrsListed = s.dryRun.holdForServiceCIDRs(serviceCIDRConfig)
 		go serviceCIDRConfig.Run(ctx.Done())
 	}
+
+	serviceConfig := config.NewServiceConfig(ctx, factories.Services.Core().V1().Services(), resync)
+	serviceConfig.RegisterEventHandler(s.Proxier)
+	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, factories.EndpointSlices.Discovery().V1().EndpointSlices(), resync)
+	endpointSliceConfig.RegisterEventHandler(s.Proxier)
+	s.dryRun.track(serviceConfig, endpointSliceConfig)
+	// The configs' Run sends the "synced" signals that allow the first sync;
+	// events before them reach the proxier's trackers either way.
+	go func() {
+		if cidrsListed != nil {
+			select {
+			case <-cidrsListed:
+			case <-ctx.Done():
+				return
+			}
+		}
+		go serviceConfig.Run(ctx.Done())
+		endpointSliceConfig.Run(ctx.Done())
+	}()
 	factories.Start(ctx.Done())
 	s.startNodeInformers(ctx)
 }
