@@ -8,9 +8,10 @@
 #
 # Rules:
 #   no-k8s-kubernetes   nothing imports k8s.io/kubernetes/... (directly or transitively). The nested
-#                       fixture modules test/apiserver and test/etcd are the only exception: they
-#                       only build the upstream binaries for integration tests and are not part of
-#                       either module's package graph, so they are never listed here.
+#                       modules test/apiserver, test/etcd and test/bench/upstream are the only
+#                       exception: they only build upstream binaries (for integration tests and
+#                       the side-by-side benchmark) and are not part of either module's package
+#                       graph, so they are never listed here.
 #   netutils-standalone k8s.io/net-utils imports nothing from k8s.io/kube-proxy.
 #   brain-no-backend    brain, features, config API and library packages import no backend
 #                       (pkg/proxy/{iptables,nftables,ipvs,winkernel,metaproxier}).

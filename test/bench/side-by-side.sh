@@ -10,8 +10,9 @@
 # Every flag goes to `go run ./test/bench` (see README.md): -modes, -services,
 # -endpoints, -changes, -timeout (per configuration and side; a side that
 # exceeds it shows "did not finish in X" and is not retried in later rounds),
-# -rounds, and -configs mode:services,... (instead of -modes × -services). The upstream worker is test/bench itself, built against
-# k8s.io/kubernetes@v1.37.2 by upstream/build.sh, so both sides run the same
+# -rounds, and -configs mode:services,... (instead of -modes × -services). The
+# upstream worker is test/bench itself, built against k8s.io/kubernetes@v1.37.2
+# in the nested module upstream/ by upstream/build.sh, so both sides run the same
 # cluster, steps and measurements. Progress goes to stderr, with the load
 # average before and after, since the figures are wall times.
 set -euo pipefail
@@ -24,7 +25,7 @@ else
 	bin=$(mktemp -d /tmp/kube-proxy-side-by-side.XXXXXX)
 	trap 'rm -rf "$bin"' EXIT
 fi
-WORK=${WORK:-$bin/upstream-src} "$root/test/bench/upstream/build.sh" "$bin/bench-upstream"
+"$root/test/bench/upstream/build.sh" "$bin/bench-upstream"
 (cd "$root" && go build -o "$bin/bench-ours" ./test/bench)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs" >&2
 "$bin/bench-ours" -upstream "$bin/bench-upstream" "$@"

@@ -1,4 +1,4 @@
-module kube-proxy-bench-upstream
+module k8s.io/kube-proxy/test/bench/upstream
 
 go 1.26.0
 
