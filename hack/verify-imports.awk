@@ -49,7 +49,9 @@ function allowed(from, to) {
 		if (grpcpkg(fromPkg) && to ~ /^google\.golang\.org\/(grpc|protobuf)(\/|$)/) return 1
 		# The nftables backend writes endpoint map elements over netlink with the library
 		# knftables itself lists through (issue 19: nft's cache dump dominated small syncs).
-		if (from == "backend" && backend(fromPkg) == "nftables" && to ~ /^github\.com\/google\/nftables(\/|$)/) return 1
+		# Its socket is sized for large batches with mdlayher/netlink, which google/nftables
+		# hands its socket options.
+		if (from == "backend" && backend(fromPkg) == "nftables" && to ~ /^github\.com\/(google\/nftables|mdlayher\/netlink)(\/|$)/) return 1
 		if (from == "backend")
 			return layer(to) == "backend" || to ~ /^sigs\.k8s\.io\/knftables(\/|$)/ || to ~ /^github\.com\/Microsoft\/hnslib(\/|$)/
 		return 0

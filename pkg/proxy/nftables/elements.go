@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	gnftables "github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 )
@@ -108,7 +110,7 @@ func newNetlinkElements(family v1.IPFamily) *netlinkElements {
 
 func (w *netlinkElements) writeElements(_ context.Context, ops []op) error {
 	if w.conn == nil {
-		conn, err := gnftables.New(gnftables.AsLasting())
+		conn, err := gnftables.New(gnftables.AsLasting(), gnftables.WithSockOptions(sizeAckQueue))
 		if err != nil {
 			return fmt.Errorf("opening an nftables netlink connection: %w", err)
 		}
@@ -117,6 +119,47 @@ func (w *netlinkElements) writeElements(_ context.Context, ops []op) error {
 	if err := w.batch(w.conn, ops); err != nil {
 		w.close()
 		return err
+	}
+	return nil
+}
+
+// ackQueueBytes is the receive queue a writer's socket asks for. The kernel
+// commits a batch while it is being sent, queueing an acknowledgement for
+// every message of it (one per run of elements of one set: moving the
+// endpoints of 450 Services at once is ~900 messages), and they are read
+// only after. With the default queue (net.core.rmem_default, 208 KiB) a
+// batch of 402 messages overflowed it and one of 202 did not, with or
+// without NETLINK_CAP_ACK (so an acknowledgement costs the queue ~0.5-1 KiB,
+// the socket buffer's overhead rather than its data): the kernel then drops
+// acknowledgements of a batch it has committed, the write fails with ENOBUFS
+// and is retried through nft, whose deletions of elements already gone fail
+// the sync. A batch holds at most maxNetlinkElements messages; 4 MiB holds
+// twice their acknowledgements, and is charged only while they wait to be
+// read. NETLINK_CAP_ACK keeps a large message from being copied back whole.
+const ackQueueBytes = 4 << 20
+
+// sizeAckQueue prepares a writer's socket for large batches (ackQueueBytes):
+// acknowledgements without a copy of the request, and a queue set past
+// net.core.rmem_max where the process may (CAP_NET_ADMIN, as kube-proxy
+// has), else as large as rmem_max allows.
+func sizeAckQueue(c *netlink.Conn) error {
+	if err := c.SetOption(netlink.CapAcknowledge, true); err != nil {
+		return fmt.Errorf("NETLINK_CAP_ACK: %w", err)
+	}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	var forceErr error
+	if err := raw.Control(func(fd uintptr) {
+		forceErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, ackQueueBytes)
+	}); err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	if forceErr != nil {
+		if err := c.SetReadBuffer(ackQueueBytes); err != nil {
+			return fmt.Errorf("netlink receive queue of %d bytes: %w", ackQueueBytes, err)
+		}
 	}
 	return nil
 }

@@ -341,3 +341,45 @@ func TestEachGroupCutsByKind(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelManySetsInOneBatch moves the endpoints of many Services in one
+// element-only plan: one netlink message per endpoint map, each acknowledged
+// by the kernel while the batch is committed. Those acknowledgements must
+// fit the socket's receive queue (a 1k-Service full sync once overflowed
+// the default one, failing with ENOBUFS after the kernel had committed,
+// and every such batch was then run again through nft).
+func TestKernelManySetsInOneBatch(t *testing.T) {
+	tf := families[0]
+	inNetns(t, func() {
+		ctx := context.Background()
+		s, nft := realSyncer(t, tf, nil)
+		counting := &runCountingNFT{Interface: nft}
+		s.nft = counting
+		const n = 450
+		svcs := make([]tsvc, n)
+		for i := range svcs {
+			svcs[i] = tsvc{ns: "ns", name: "svc" + itoa(i), portName: "p80", port: 80,
+				clusterIP: "172.30." + itoa(i/200) + "." + itoa(i%200+1),
+				eps:       []tep{{ip: "10.181." + itoa(i/200) + "." + itoa(i%200+1), port: 80, local: true}}}
+		}
+		if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, svcs...)}); err != nil {
+			t.Fatalf("full sync: %v", err)
+		}
+		runs, failures := counting.runs.Load(), s.elementFailures
+		for i := range svcs {
+			svcs[i].eps = []tep{{ip: "10.182." + itoa(i/200) + "." + itoa(i%200+1), port: 80, local: true}}
+		}
+		res, err := s.sync(ctx, syncInput{services: models(tf.ip, svcs...)})
+		if err != nil {
+			t.Fatalf("moving every endpoint: %v", err)
+		}
+		if s.elementFailures != failures || counting.runs.Load() != runs {
+			t.Errorf("the moves were not one netlink batch: %d element write failures, %d nft transactions (%+v)",
+				s.elementFailures-failures, counting.runs.Load()-runs, res)
+		}
+		want := []string{"10.182.2.50 . 80"}
+		if got := kernelChainEndpoints(t, nft, tf, svcChain(tf, svcs[n-1])); !slices.Equal(got, want) {
+			t.Errorf("the last Service's endpoints in the kernel: got %v, want %v", got, want)
+		}
+	})
+}
