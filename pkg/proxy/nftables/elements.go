@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	gnftables "github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -46,11 +47,9 @@ type elementWriter interface {
 }
 
 // elementsOnly reports whether every operation of the plan adds or deletes
-// elements an elementWriter can write: endpoint map slots, and the
-// hairpin-connections set, which holds a local endpoint's address and port
-// and so changes with it. Neither holds verdicts, so the kernel does not
-// re-validate the table when they change; other sets and maps only change
-// with a Service's rules.
+// elements an elementWriter can write (see writableElement). Endpoint map
+// slots and hairpin-connections elements change with endpoints, so the
+// commonest partial plan is made only of them.
 func (pl *plan) elementsOnly() bool {
 	return len(pl.ops) > 0 && allElements(pl.ops)
 }
@@ -64,7 +63,7 @@ func allElements(ops []op) bool {
 		switch obj := o.obj.(type) {
 		case *slotBatch:
 		case *knftables.Element:
-			if obj.Set != hairpinConnectionsSet {
+			if !writableElement(obj) {
 				return false
 			}
 		default:
@@ -74,13 +73,33 @@ func allElements(ops []op) bool {
 	return true
 }
 
+// writableElement reports whether an elementWriter encodes e: an element of
+// hairpin-connections or of the dispatch sets and maps every Service has an
+// element in (cluster-ips, service-ips, service-nodeports), without a
+// comment. Together with the slots they are ~90% of a full sync's
+// statements. The rarer sets and maps (LoadBalancer firewalls, Services
+// without endpoints) stay with nft.
+func writableElement(e *knftables.Element) bool {
+	if e.Comment != nil {
+		return false
+	}
+	switch {
+	case e.Set == hairpinConnectionsSet, e.Set == clusterIPsSet:
+		return true
+	case e.Map == serviceIPsMap, e.Map == serviceNodePortsMap:
+		return true
+	}
+	return false
+}
+
 // elementUnit says which units of a plan cut into several transactions go
 // over netlink: those an elementWriter can apply, up to a batch in size. A
 // full sync at 1k Services holds ~11k endpoint and hairpin elements; one nft
 // command each, they were 60% of nft's time for that sync (measured: 380 ms
 // for the whole transaction, 155 ms without them), while the kernel takes
 // them in a few large messages. The view creates the endpoint maps before
-// the slots (view.mapsFirst), so the slots are one run of element units.
+// the slots (view.netlinkOrder), so the slots are one run of element units,
+// and the dispatch elements, which come after every chain, another.
 func elementUnit(ops []op, size int) bool {
 	return size <= maxNetlinkElements && allElements(ops)
 }
@@ -181,6 +200,7 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 	var set *gnftables.Set
 	var verb opVerb
 	var elems []gnftables.SetElement
+	msgBytes := 0
 	send := func() error {
 		if len(elems) == 0 {
 			return nil
@@ -191,7 +211,7 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 		} else {
 			err = conn.SetDeleteElements(set, elems)
 		}
-		elems = nil
+		elems, msgBytes = nil, 0
 		if err != nil {
 			return fmt.Errorf("netlink element write to %s: %w", set.Name, err)
 		}
@@ -205,23 +225,31 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 			name, isMap = obj.name, true
 			more, err = w.slotElements(obj, o.verb == opAdd)
 		case *knftables.Element:
-			name = obj.Set
-			var key []byte
-			key, err = encodeHairpinKey(obj.Key, w.ipv6)
-			more = []gnftables.SetElement{{Key: key}}
+			name, isMap = obj.Set, obj.Map != ""
+			if isMap {
+				name = obj.Map
+			}
+			var e gnftables.SetElement
+			e, err = w.encodeElement(obj, o.verb == opAdd)
+			more = []gnftables.SetElement{e}
 		default:
 			err = fmt.Errorf("%T is not an element this writer handles", o.obj)
 		}
 		if err != nil {
 			return fmt.Errorf("netlink element write: %w", err)
 		}
-		if set == nil || set.Name != name || verb != o.verb {
+		size := 0
+		for _, e := range more {
+			size += elementBytes(e)
+		}
+		if set == nil || set.Name != name || verb != o.verb || msgBytes+size > maxMessageBytes {
 			if err := send(); err != nil {
 				return err
 			}
 			set, verb = &gnftables.Set{Table: table, Name: name, IsMap: isMap}, o.verb
 		}
 		elems = append(elems, more...)
+		msgBytes += size
 	}
 	if err := send(); err != nil {
 		return err
@@ -230,6 +258,22 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 		return fmt.Errorf("netlink batch of %d element operations: %w", len(ops), err)
 	}
 	return nil
+}
+
+// maxMessageBytes bounds the elements of one message: they are one netlink
+// attribute, whose length is 16 bits. 1000 service-ips elements (~90 bytes
+// each with the chain name of their verdict) overflowed it, and the kernel
+// refused the whole batch with ENOENT.
+const maxMessageBytes = 32 << 10
+
+// elementBytes is about what e takes in a message: its key and value, a
+// verdict's chain name, and the attribute headers around them.
+func elementBytes(e gnftables.SetElement) int {
+	n := 48 + len(e.Key) + len(e.Val)
+	if e.VerdictData != nil {
+		n += len(e.VerdictData.Chain)
+	}
+	return n
 }
 
 // slotElements encodes a batch's slots, with their values when adding.
@@ -295,26 +339,57 @@ func appendPort(out []byte, text string) ([]byte, error) {
 // protocolNumbers are the inet_proto values of the protocols a Service has.
 var protocolNumbers = map[string]byte{"tcp": 6, "udp": 17, "sctp": 132}
 
-// encodeHairpinKey encodes a hairpin-connections element, "ip . ip . proto .
-// port" (servicerules.go).
-func encodeHairpinKey(key []string, ipv6 bool) ([]byte, error) {
-	if len(key) != 4 {
-		return nil, fmt.Errorf("hairpin element %q does not have 4 fields", strings.Join(key, " . "))
-	}
-	out, err := appendAddr(nil, key[0], ipv6)
-	if err == nil {
-		out, err = appendAddr(out, key[1], ipv6)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("hairpin element %q: %w", strings.Join(key, " . "), err)
-	}
-	proto, ok := protocolNumbers[key[2]]
+// appendProto appends a protocol and its padding.
+func appendProto(out []byte, text string) ([]byte, error) {
+	proto, ok := protocolNumbers[text]
 	if !ok {
-		return nil, fmt.Errorf("hairpin element %q: unknown protocol %q", strings.Join(key, " . "), key[2])
+		return nil, fmt.Errorf("unknown protocol %q", text)
 	}
-	out = append(out, proto, 0, 0, 0)
-	if out, err = appendPort(out, key[3]); err != nil {
-		return nil, fmt.Errorf("hairpin element %q: %w", strings.Join(key, " . "), err)
+	return append(out, proto, 0, 0, 0), nil
+}
+
+// keyFields are the field types of each writable set's and map's key
+// (servicerules.go, syncer.go): 'a' an address, 'p' a protocol, 'n' a port.
+var keyFields = map[string]string{
+	hairpinConnectionsSet: "aapn",
+	clusterIPsSet:         "a",
+	serviceIPsMap:         "apn",
+	serviceNodePortsMap:   "pn",
+}
+
+// encodeElement encodes a writable element (writableElement); the value,
+// a verdict, only when adding.
+func (w *netlinkElements) encodeElement(e *knftables.Element, withValue bool) (gnftables.SetElement, error) {
+	name := e.Set + e.Map
+	fields := keyFields[name]
+	if len(e.Key) != len(fields) {
+		return gnftables.SetElement{}, fmt.Errorf("%s element %q does not have %d fields", name, strings.Join(e.Key, " . "), len(fields))
 	}
+	var key []byte
+	var err error
+	for i, f := range []byte(fields) {
+		switch f {
+		case 'a':
+			key, err = appendAddr(key, e.Key[i], w.ipv6)
+		case 'p':
+			key, err = appendProto(key, e.Key[i])
+		case 'n':
+			key, err = appendPort(key, e.Key[i])
+		}
+		if err != nil {
+			return gnftables.SetElement{}, fmt.Errorf("%s element %q: %w", name, strings.Join(e.Key, " . "), err)
+		}
+	}
+	out := gnftables.SetElement{Key: key}
+	if e.Map == "" || !withValue {
+		return out, nil
+	}
+	// The dispatch maps' values are "goto <chain>" (or "jump <chain>").
+	verb, chain, _ := strings.Cut(strings.Join(e.Value, " . "), " ")
+	kind, ok := map[string]expr.VerdictKind{"goto": expr.VerdictGoto, "jump": expr.VerdictJump}[verb]
+	if !ok || chain == "" || strings.ContainsAny(chain, " ") {
+		return gnftables.SetElement{}, fmt.Errorf("%s element %q: value %q is not a goto or jump to a chain", name, strings.Join(e.Key, " . "), strings.Join(e.Value, " . "))
+	}
+	out.VerdictData = &expr.Verdict{Kind: kind, Chain: chain}
 	return out, nil
 }

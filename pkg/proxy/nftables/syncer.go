@@ -154,7 +154,7 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.logger.Info("Service ports claim the same destination; the first in namespace/name/port order is programmed where only one can be",
 			"destination", c.key, "servicePort", c.a, "conflictingServicePort", c.b)
 	}
-	s.view.mapsFirst = s.elements != nil
+	s.view.netlinkOrder = s.elements != nil
 	pend := s.view.diff(pl)
 	if pl.empty() {
 		return syncResult{}, nil

@@ -60,9 +60,12 @@ type view struct {
 	epMapsHave [numEndpointMaps]bool
 	epSlots    tracked[*slotSpec, *slotSpec]
 	retired    []string
-	// mapsFirst makes diff create the endpoint maps a plan needs before
-	// any of its slots (set when slots go over netlink).
-	mapsFirst bool
+	// netlinkOrder orders a plan for element batches over netlink
+	// (elements.go): diff creates the endpoint maps a plan needs before any
+	// of its slots, and adds the elements a batch can carry before the
+	// others, so that each forms one run of element units instead of
+	// alternating with nft runs.
+	netlinkOrder bool
 
 	// Chains owned by service ports (a nil have value: exists, content
 	// unknown), affinity sets (by timeout) and the elements of each
@@ -491,10 +494,7 @@ func (v *view) diff(pl *plan) *pending {
 	// Endpoint slots are written before the chains that read them; slots a
 	// chain stopped using are removed after it was rewritten.
 	touchedSlots := v.epSlots.takeTouched()
-	if v.mapsFirst {
-		// Element batches go over netlink (elements.go): create every map
-		// the slots need first, in one unit, so that the slots form one
-		// run of element units instead of alternating with nft runs.
+	if v.netlinkOrder {
 		for _, chain := range touchedSlots {
 			if want := v.epSlots.want[chain]; want != nil {
 				v.addEndpointMap(pl, pend, want.mapIndex)
@@ -582,7 +582,11 @@ func (v *view) diff(pl *plan) *pending {
 	}
 
 	var removals []pendingElem
-	for c := range numContainers {
+	order := containerOrder
+	if v.netlinkOrder {
+		order = netlinkContainerOrder
+	}
+	for _, c := range order {
 		keys := v.elems[c].takeTouched()
 		for _, key := range keys {
 			want := v.elems[c].want[key]
