@@ -3,7 +3,9 @@
 package iptables
 
 import (
+	"bytes"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -60,6 +62,9 @@ type tables struct {
 	dispatch                  ruleBuf
 
 	natTopChains, natTopRules, natTopLines int
+
+	// decls is scratch space for sortedDecls, kept across syncs.
+	decls [][]byte
 }
 
 // portRules is what one service port contributed to a sync.
@@ -497,6 +502,35 @@ func (info *servicePortInfo) filterVerdict(a proxy.NoEndpointsAction) (target, c
 	return "", ""
 }
 
+// sortedDecls appends the chain declaration lines of decls to dst in byte
+// order. legacy iptables-restore (libiptc) keeps a table's chains in a
+// sorted list that it indexes in buckets and re-indexes as chains are
+// created; declarations that arrive in order are far cheaper to insert than
+// the ports' chains in rendering order, whose names are hashes. Measured on
+// iptables 1.8.9 with the 10k-Service bench input (112k chains, 326k
+// rules), loaded into an empty namespace: 9.9 s as rendered, 6.9 s sorted,
+// 6.1 s for iptables-save's output of the same table (which also declares
+// its chains in order). Sorting costs ~20 ms of our time at that size.
+// Only declarations move: what a restore creates, flushes and fills is the
+// same, and a split restore (chunks.go) keeps its own order.
+func (t *tables) sortedDecls(dst, decls []byte) []byte {
+	t.decls = t.decls[:0]
+	for len(decls) > 0 {
+		end := bytes.IndexByte(decls, '\n') + 1
+		if end == 0 {
+			end = len(decls)
+		}
+		t.decls = append(t.decls, decls[:end])
+		decls = decls[end:]
+	}
+	slices.SortFunc(t.decls, bytes.Compare)
+	for _, d := range t.decls {
+		dst = append(dst, d...)
+	}
+	clear(t.decls)
+	return dst
+}
+
 // restoreInput appends to dst the iptables-restore input for t: the filter
 // table if filter, nat with its top-level chains if natTop (else only the
 // re-rendered ports' own chains), and the deletion of stale chains, which
@@ -511,11 +545,13 @@ func (t *tables) restoreInput(dst []byte, filter, natTop bool, stale []utiliptab
 	}
 	dst = append(dst, "*nat\n"...)
 	if natTop {
-		dst = append(dst, t.natChains.b...)
+		dst = append(dst, t.natChains.b[:t.natTopChains]...)
+	}
+	dst = t.sortedDecls(dst, t.natChains.b[t.natTopChains:])
+	if natTop {
 		dst = append(dst, t.natRules.b...)
 		dst = append(dst, t.dispatch.b...)
 	} else {
-		dst = append(dst, t.natChains.b[t.natTopChains:]...)
 		dst = append(dst, t.natRules.b[t.natTopRules:]...)
 	}
 	for _, c := range stale {
