@@ -59,24 +59,15 @@ func testDryRun(t *testing.T, mode string, wants []string) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 
-	o, err := parseAndComplete(t, []string{
-		"--manifests=" + filepath.Join("..", "..", "..", "examples", "cluster"),
+	s, out, err := newDryRunServer(ctx, t,
+		"--manifests="+filepath.Join("..", "..", "..", "examples", "cluster"),
 		"--hostname-override=node-1",
-		"--proxy-mode=" + mode,
+		"--proxy-mode="+mode,
 		"--cluster-cidr=198.19.0.0/16,fd00:1::/48",
-		"--dry-run",
-	})
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newProxyServer(ctx, o.config, serverOptions{
-		manifests: o.manifests, manifestsRescan: time.Hour, dryRun: true, flags: o.flags,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	s.dryRunOut = &out
 	if err := s.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +90,26 @@ func testDryRun(t *testing.T, mode string, wants []string) {
 	if t.Failed() {
 		t.Logf("output:\n%s", text)
 	}
+}
+
+// newDryRunServer builds the binary's ProxyServer for --dry-run with args;
+// what Run prints goes to the returned buffer.
+func newDryRunServer(ctx context.Context, t *testing.T, args ...string) (*ProxyServer, *bytes.Buffer, error) {
+	t.Helper()
+	o, err := parseAndComplete(t, append(args, "--dry-run"))
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := newProxyServer(ctx, o.config, serverOptions{
+		manifests: o.manifests, manifestsRescan: time.Hour, localNodeSource: o.localNodeSource,
+		dryRun: true, flags: o.flags,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &bytes.Buffer{}
+	s.dryRunOut = out
+	return s, out, nil
 }
 
 // --dry-run-follow prints the first sync, then each later one as the manifests
@@ -232,16 +243,9 @@ func TestDryRunWaitsForServiceCIDRs(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	o, err := parseAndComplete(t, []string{
-		"--manifests=" + filepath.Join("..", "..", "..", "examples", "cluster"),
-		"--hostname-override=node-1", "--proxy-mode=nftables", "--dry-run",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newProxyServer(ctx, o.config, serverOptions{
-		manifests: o.manifests, manifestsRescan: time.Hour, dryRun: true, flags: o.flags,
-	})
+	s, out, err := newDryRunServer(ctx, t,
+		"--manifests="+filepath.Join("..", "..", "..", "examples", "cluster"),
+		"--hostname-override=node-1", "--proxy-mode=nftables")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +260,6 @@ func TestDryRunWaitsForServiceCIDRs(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		return false, nil, nil
 	})
-	var out bytes.Buffer
-	s.dryRunOut = &out
 	if err := s.Run(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -82,19 +81,10 @@ func startTestLocalNodeServer(t *testing.T, dir, nodeName string) string {
 func dryRunRules(ctx context.Context, t *testing.T, args ...string) (string, *ProxyServer, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	o, err := parseAndComplete(t, append(args, "--dry-run"))
+	s, out, err := newDryRunServer(ctx, t, args...)
 	if err != nil {
 		return "", nil, err
 	}
-	s, err := newProxyServer(ctx, o.config, serverOptions{
-		manifests: o.manifests, manifestsRescan: time.Hour, localNodeSource: o.localNodeSource,
-		dryRun: true, flags: o.flags,
-	})
-	if err != nil {
-		return "", nil, err
-	}
-	var out bytes.Buffer
-	s.dryRunOut = &out
 	if err := s.Run(ctx); err != nil {
 		return "", nil, err
 	}
