@@ -129,7 +129,7 @@ func newNetlinkElements(family v1.IPFamily) *netlinkElements {
 
 func (w *netlinkElements) writeElements(_ context.Context, ops []op) error {
 	if w.conn == nil {
-		conn, err := gnftables.New(gnftables.AsLasting(), gnftables.WithSockOptions(sizeAckQueue))
+		conn, err := gnftables.New(gnftables.AsLasting(), gnftables.WithSockOptions(sizeQueues))
 		if err != nil {
 			return fmt.Errorf("opening an nftables netlink connection: %w", err)
 		}
@@ -157,11 +157,15 @@ func (w *netlinkElements) writeElements(_ context.Context, ops []op) error {
 // read. NETLINK_CAP_ACK keeps a large message from being copied back whole.
 const ackQueueBytes = 4 << 20
 
-// sizeAckQueue prepares a writer's socket for large batches (ackQueueBytes):
-// acknowledgements without a copy of the request, and a queue set past
-// net.core.rmem_max where the process may (CAP_NET_ADMIN, as kube-proxy
-// has), else as large as rmem_max allows.
-func sizeAckQueue(c *netlink.Conn) error {
+// sizeQueues prepares a writer's socket for large batches: acknowledgements
+// without a copy of the request, a receive queue of ackQueueBytes, and a
+// send buffer of as much. A batch is sent in one sendmsg, which the kernel
+// refuses (EMSGSIZE) beyond the send buffer (net.core.wmem_default, 208
+// KiB): 2000 service-ips elements whose verdicts name chains of long
+// Service names (~210 bytes each) are twice that. Both are set past
+// net.core.{r,w}mem_max where the process may (CAP_NET_ADMIN, as
+// kube-proxy has), else as large as those allow.
+func sizeQueues(c *netlink.Conn) error {
 	if err := c.SetOption(netlink.CapAcknowledge, true); err != nil {
 		return fmt.Errorf("NETLINK_CAP_ACK: %w", err)
 	}
@@ -169,15 +173,21 @@ func sizeAckQueue(c *netlink.Conn) error {
 	if err != nil {
 		return fmt.Errorf("netlink socket: %w", err)
 	}
-	var forceErr error
+	var rcvErr, sndErr error
 	if err := raw.Control(func(fd uintptr) {
-		forceErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, ackQueueBytes)
+		rcvErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, ackQueueBytes)
+		sndErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, ackQueueBytes)
 	}); err != nil {
 		return fmt.Errorf("netlink socket: %w", err)
 	}
-	if forceErr != nil {
+	if rcvErr != nil {
 		if err := c.SetReadBuffer(ackQueueBytes); err != nil {
 			return fmt.Errorf("netlink receive queue of %d bytes: %w", ackQueueBytes, err)
+		}
+	}
+	if sndErr != nil {
+		if err := c.SetWriteBuffer(ackQueueBytes); err != nil {
+			return fmt.Errorf("netlink send buffer of %d bytes: %w", ackQueueBytes, err)
 		}
 	}
 	return nil
@@ -238,18 +248,24 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 		if err != nil {
 			return fmt.Errorf("netlink element write: %w", err)
 		}
-		size := 0
-		for _, e := range more {
-			size += elementBytes(e)
-		}
-		if set == nil || set.Name != name || verb != o.verb || msgBytes+size > maxMessageBytes {
+		if set == nil || set.Name != name || verb != o.verb {
 			if err := send(); err != nil {
 				return err
 			}
 			set, verb = &gnftables.Set{Table: table, Name: name, IsMap: isMap}, o.verb
 		}
-		elems = append(elems, more...)
-		msgBytes += size
+		// Element by element: one Service's slots alone (a Service
+		// with thousands of endpoints) can outgrow a message.
+		for _, e := range more {
+			size := elementBytes(e)
+			if msgBytes+size > maxMessageBytes {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+			elems = append(elems, e)
+			msgBytes += size
+		}
 	}
 	if err := send(); err != nil {
 		return err

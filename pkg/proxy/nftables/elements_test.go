@@ -409,7 +409,9 @@ func (f *failCountingElements) writeElements(ctx context.Context, ops []op) erro
 // only counting failures shows it). A full sync of 1000 Services sends
 // 1000 cluster-ips and 1000 service-ips elements in a row: one message each
 // would overflow a netlink attribute's 16-bit length (it did, and the
-// kernel refused the batch with ENOENT). Then the endpoints of 450 Services
+// kernel refused the batch with ENOENT), and with the long chain names of
+// their verdicts a batch of 2000 is larger than the default send buffer;
+// the slots of a Service with 1500 endpoints alone outgrow a message. Then the endpoints of 450 Services
 // move in one element-only plan: one message per endpoint map, each
 // acknowledged by the kernel while the batch is committed, and those
 // acknowledgements must fit the socket's receive queue (the default one
@@ -427,11 +429,19 @@ func TestKernelLargeBatches(t *testing.T) {
 		const n, moved = 1000, 450
 		svcs := make([]tsvc, n)
 		for i := range svcs {
-			svcs[i] = tsvc{ns: "ns", name: "svc" + itoa(i), portName: "p80", port: 80, nodePort: 30000 + i,
+			// Long names, as Kubernetes allows (63 characters each): the
+			// dispatch elements' verdicts carry their chains' names.
+			svcs[i] = tsvc{ns: strings.Repeat("n", 60), name: strings.Repeat("s", 58) + itoa(1000+i), portName: "p80", port: 80, nodePort: 30000 + i,
 				clusterIP: "172.30." + itoa(i/200) + "." + itoa(i%200+1),
 				eps:       []tep{{ip: "10.181." + itoa(i/200) + "." + itoa(i%200+1), port: 80, local: true}}}
 		}
-		if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, svcs...)}); err != nil {
+		// And one Service with 1500 endpoints: its slots alone outgrow a
+		// message.
+		big := tsvc{ns: "ns", name: "big", portName: "p80", port: 80, clusterIP: "172.30.9.1"}
+		for j := range 1500 {
+			big.eps = append(big.eps, tep{ip: "10.183." + itoa(j/200) + "." + itoa(j%200+1), port: 8080})
+		}
+		if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, append(slices.Clone(svcs), big)...)}); err != nil {
 			t.Fatalf("full sync: %v", err)
 		}
 		if writer.failures != 0 {
@@ -453,14 +463,20 @@ func TestKernelLargeBatches(t *testing.T) {
 		if got := kernelChainEndpoints(t, nft, tf, svcChain(tf, svcs[moved-1])); !slices.Equal(got, want) {
 			t.Errorf("the last moved Service's endpoints in the kernel: got %v, want %v", got, want)
 		}
-		for _, c := range []struct{ kind, name string }{{"set", clusterIPsSet}, {"map", serviceIPsMap}, {"map", serviceNodePortsMap}, {"set", hairpinConnectionsSet}} {
+		for _, c := range []struct {
+			kind, name string
+			want       int
+		}{{"set", clusterIPsSet, n + 1}, {"map", serviceIPsMap, n + 1}, {"map", serviceNodePortsMap, n}, {"set", hairpinConnectionsSet, n}} {
 			elems, err := nft.ListElements(ctx, c.kind, c.name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(elems) != n {
-				t.Errorf("%s holds %d elements, want %d", c.name, len(elems), n)
+			if len(elems) != c.want {
+				t.Errorf("%s holds %d elements, want %d", c.name, len(elems), c.want)
 			}
+		}
+		if got := kernelChainEndpoints(t, nft, tf, svcChain(tf, big)); len(got) != 1500 || !slices.Contains(got, "10.183.7.100 . 8080") {
+			t.Errorf("the big Service has %d endpoints in the kernel, want 1500 up to 10.183.7.100", len(got))
 		}
 	})
 }
