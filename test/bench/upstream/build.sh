@@ -9,7 +9,7 @@
 # this module is the only kind of place that may require k8s.io/kubernetes, and
 # it is outside both of the repository's modules' package graphs. Its go.mod
 # pins every k8s.io/* staging module at v0.37.2. It holds no hand-written Go:
-# the driver is generated into driver/ (ignored by git) from test/bench's
+# the driver is generated into driver/ (ignored by git, removed once built) from test/bench's
 # non-test Go files, with the imports switched from our packages to
 # upstream's and the one option upstream does not have dropped
 # (iptables.WithoutMonitor: upstream's iptables proxier always runs its canary
@@ -43,4 +43,9 @@ fi
 gofmt -w "$driver"/*.go
 case $out in /*) ;; *) out="$PWD/$out" ;; esac
 (cd "$here" && go build -o "$out" ./driver)
-echo "upstream bench: $out (sources in $driver)" >&2
+# The generated Go imports k8s.io/kubernetes; it does not stay in the tree once built
+# (after a failed build it does, to be read). KEEP_DRIVER=1 keeps it.
+if [ -z "${KEEP_DRIVER:-}" ]; then
+	rm -rf "$driver"
+fi
+echo "upstream bench: $out" >&2
