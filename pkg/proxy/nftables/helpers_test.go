@@ -28,7 +28,9 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 type countingNFT struct {
 	*knftables.Fake
 	runs, lists atomic.Int32
-	failNext    atomic.Bool
+	// elementLists counts ListElements calls alone.
+	elementLists atomic.Int32
+	failNext     atomic.Bool
 }
 
 func (c *countingNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
@@ -46,6 +48,7 @@ func (c *countingNFT) List(ctx context.Context, t string) ([]string, error) {
 
 func (c *countingNFT) ListElements(ctx context.Context, t, name string) ([]*knftables.Element, error) {
 	c.lists.Add(1)
+	c.elementLists.Add(1)
 	return c.Fake.ListElements(ctx, t, name)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
 
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
@@ -242,4 +243,45 @@ func TestSyncReleasesModels(t *testing.T) {
 			t.Errorf("services[%d] (%s) still referenced after sync", i, m.owner)
 		}
 	}
+}
+
+// A full sync lists what the kernel holds, but without the table (a cold
+// start, or after it was deleted) there is nothing to list: no container's
+// elements are asked for, one nft run each on a real host. With the table
+// there, every container is listed, and stray elements are removed.
+func TestFullSyncListsElementsOnlyWithTheTable(t *testing.T) {
+	ctx := context.Background()
+	tf := families[0]
+	s, nft := newTestSyncer(t, tf, nil)
+	ref, refNFT := newTestSyncer(t, tf, nil)
+	full := func(step string, want int32) {
+		t.Helper()
+		before := nft.elementLists.Load()
+		for _, sy := range []*syncer{s, ref} {
+			if _, err := sy.sync(ctx, syncInput{full: true, services: models(tf.ip, testServices...)}); err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+		}
+		if got := nft.elementLists.Load() - before; got != want {
+			t.Errorf("%s: %d element listings, want %d", step, got, want)
+		}
+		if diff := cmp.Diff(refNFT.Dump(), nft.Dump()); diff != "" {
+			t.Errorf("%s: table differs from a cold start's (-want +got):\n%s", step, diff)
+		}
+	}
+	full("cold start", 0)
+
+	tx := nft.NewTransaction()
+	tx.Add(&knftables.Element{Set: clusterIPsSet, Key: []string{tf.ip("172.30.99.99")}})
+	if err := nft.Fake.Run(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	full("table present, one stray element", int32(numContainers)-1) // localhost-nodeport-reject-ports is not enabled
+
+	tx = nft.NewTransaction()
+	tx.Delete(&knftables.Table{})
+	if err := nft.Fake.Run(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	full("table deleted", 0)
 }
