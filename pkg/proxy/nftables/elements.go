@@ -75,21 +75,33 @@ func allElements(ops []op) bool {
 
 // writableElement reports whether an elementWriter encodes e: an element of
 // hairpin-connections or of the dispatch sets and maps every Service has an
-// element in (cluster-ips, service-ips, service-nodeports), without a
-// comment. Together with the slots they are ~90% of a full sync's
+// element in (cluster-ips, service-ips, service-nodeports; keyFields),
+// without a comment. Together with the slots they are ~90% of a full sync's
 // statements. The rarer sets and maps (LoadBalancer firewalls, Services
 // without endpoints) stay with nft.
 func writableElement(e *knftables.Element) bool {
-	if e.Comment != nil {
-		return false
+	_, ok := keyFields[e.Set+e.Map]
+	return ok && e.Comment == nil
+}
+
+// containerOrder is the order in which a plan adds elements: the
+// containers' own. With element batches over netlink it is
+// netlinkContainerOrder, the containers a writer carries (keyFields) first,
+// so that their elements form one run of element units.
+var containerOrder, netlinkContainerOrder = containerOrders()
+
+func containerOrders() (own, netlinkFirst [numContainers]container) {
+	var first, rest []container
+	for c := range numContainers {
+		own[c] = c
+		if _, ok := keyFields[containerNames[c]]; ok {
+			first = append(first, c)
+		} else {
+			rest = append(rest, c)
+		}
 	}
-	switch {
-	case e.Set == hairpinConnectionsSet, e.Set == clusterIPsSet:
-		return true
-	case e.Map == serviceIPsMap, e.Map == serviceNodePortsMap:
-		return true
-	}
-	return false
+	copy(netlinkFirst[:], append(first, rest...))
+	return own, netlinkFirst
 }
 
 // elementUnit says which units of a plan cut into several transactions go
@@ -235,10 +247,7 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 			name, isMap = obj.name, true
 			more, err = w.slotElements(obj, o.verb == opAdd)
 		case *knftables.Element:
-			name, isMap = obj.Set, obj.Map != ""
-			if isMap {
-				name = obj.Map
-			}
+			name, isMap = obj.Set+obj.Map, obj.Map != ""
 			var e gnftables.SetElement
 			e, err = w.encodeElement(obj, o.verb == opAdd)
 			more = []gnftables.SetElement{e}

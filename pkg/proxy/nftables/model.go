@@ -41,14 +41,6 @@ var containerNames = [numContainers]string{
 	cLocalhostReject:     localhostNodePortRejectMap,
 }
 
-// containerOrder is the order in which a plan adds elements: the
-// containers' own. With element batches over netlink it is
-// netlinkContainerOrder, the containers they carry (writableElement) first.
-var (
-	containerOrder        = [numContainers]container{cClusterIPs, cServiceIPs, cFirewallIPs, cNoEndpointServices, cNoEndpointNodePorts, cServiceNodePorts, cHairpin, cLocalhostReject}
-	netlinkContainerOrder = [numContainers]container{cClusterIPs, cServiceIPs, cServiceNodePorts, cHairpin, cFirewallIPs, cNoEndpointServices, cNoEndpointNodePorts, cLocalhostReject}
-)
-
 func (c container) isSet() bool { return c == cClusterIPs || c == cHairpin }
 
 func (c container) kind() string {
