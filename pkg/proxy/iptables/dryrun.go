@@ -60,6 +60,12 @@ func (d *dryRunIPTables) EnsureRule(position utiliptables.RulePosition, table ut
 	return false, nil
 }
 
+// ensureJumps takes the jumps as separate Ensure calls, so each is printed
+// as an "# ensure:" line.
+func (d *dryRunIPTables) ensureJumps(jumps []jumpRule) error {
+	return ensureEach{d}.ensureJumps(jumps)
+}
+
 func (d *dryRunIPTables) FlushChain(table utiliptables.Table, chain utiliptables.Chain) error {
 	return errNoChain(table, chain)
 }

@@ -216,33 +216,43 @@ func TestCleanupLeftoversFake(t *testing.T) {
 	}
 }
 
+// countJumps counts the rules of a saved ruleset that are one of our jumps
+// from a builtin chain, by "SRC->DST".
+func countJumps(save string) map[string]int {
+	n := map[string]int{}
+	for _, l := range strings.Split(save, "\n") {
+		for _, j := range append(jumpRules, kubeletJumpRules...) {
+			if strings.HasPrefix(l, "-A "+string(j.srcChain)+" ") && strings.HasSuffix(l, "-j "+string(j.dstChain)) {
+				n[string(j.srcChain)+"->"+string(j.dstChain)]++
+				break // a line is one rule, even if two tables share its shape
+			}
+		}
+	}
+	return n
+}
+
+// checkEveryJumpOnce fails unless countJumps found each jump once
+// (OUTPUT->KUBE-SERVICES twice: it exists in filter and in nat).
+func checkEveryJumpOnce(t *testing.T, n map[string]int) {
+	t.Helper()
+	for k, v := range n {
+		if wantN := map[bool]int{true: 2, false: 1}[k == "OUTPUT->KUBE-SERVICES"]; v != wantN {
+			t.Errorf("jump %s present %d times, want %d", k, v, wantN)
+		}
+	}
+	if len(n) != 13 {
+		t.Errorf("found %d distinct jumps, want 13: %v", len(n), n)
+	}
+}
+
 // Jump rules are ensured once, never duplicated by later full syncs, and
 // put back when something removes one.
 func TestJumpRulesEnsured(t *testing.T) {
 	f := families[0]
 	env := setupScenario(t, f, scenario{services: []*v1.Service{f.stdService(nil)}, slices: []*discovery.EndpointSlice{f.stdSlice()}})
-	count := func() map[string]int {
-		n := map[string]int{}
-		for _, l := range strings.Split(env.dump(t), "\n") {
-			for _, j := range append(jumpRules, kubeletJumpRules...) {
-				if strings.HasPrefix(l, "-A "+string(j.srcChain)+" ") && strings.HasSuffix(l, "-j "+string(j.dstChain)) {
-					n[string(j.srcChain)+"->"+string(j.dstChain)]++
-					break // a line is one rule, even if two tables share its shape
-				}
-			}
-		}
-		return n
-	}
+	count := func() map[string]int { return countJumps(env.dump(t)) }
 	want := count()
-	// OUTPUT->KUBE-SERVICES exists in filter and in nat.
-	for k, v := range want {
-		if wantN := map[bool]int{true: 2, false: 1}[k == "OUTPUT->KUBE-SERVICES"]; v != wantN {
-			t.Errorf("jump %s present %d times, want %d", k, v, wantN)
-		}
-	}
-	if len(want) != 13 {
-		t.Errorf("found %d distinct jumps, want 13: %v", len(want), want)
-	}
+	checkEveryJumpOnce(t, want)
 	for i := 0; i < 3; i++ {
 		env.p.forceSyncProxyRules()
 	}
