@@ -205,12 +205,24 @@ func TestEndpointChangesBypassNFT(t *testing.T) {
 				runs0, writes0 = nft.runs.Load(), w.writes.Load()
 			}
 
-			// A full sync is not atomic anyway: its endpoint map slots, and
-			// its dispatch and hairpin elements, go over netlink between nft
-			// transactions (the fixed part and the maps, then the chains,
-			// then the elements netlink does not carry).
-			sync("full sync", func() syncInput { return syncInput{full: true, services: models(tf.ip, svcs...)} })
+			// A cold start (no table) serves nothing yet, so its plan need
+			// not be safe to cut: one nft transaction with everything but
+			// the elements netlink carries, then those in one write.
+			sync("cold start", func() syncInput { return syncInput{full: true, services: models(tf.ip, svcs...)} })
+			expect("cold start", 1, 1)
+
+			// A full sync over a live table keeps the order that is safe to
+			// cut: endpoint map slots, and dispatch and hairpin elements, go
+			// over netlink between nft transactions (the maps, then the
+			// chains, then the elements netlink does not carry).
+			moved := slices.Clone(svcs)
+			moved[1].eps = []tep{moved[1].eps[0], {ip: "10.180.9.8", port: 80}}
+			moved = append(moved, tsvc{ns: "ns9", name: "new", portName: "p80", clusterIP: "172.30.0.99", port: 80, nodePort: 3099,
+				eps: []tep{{ip: "10.180.9.1", port: 80}, {ip: "10.180.9.2", port: 80}}})
+			sync("full sync", func() syncInput { return syncInput{full: true, services: models(tf.ip, moved...)} })
 			expect("full sync", 3, 2)
+			sync("back", func() syncInput { return syncInput{full: true, services: models(tf.ip, svcs...)} })
+			runs0, writes0 = nft.runs.Load(), w.writes.Load()
 
 			// svc2's second endpoint moves: same count, one slot rewritten.
 			svcs[1].eps = []tep{svcs[1].eps[0], {ip: "10.180.9.9", port: 80}}

@@ -135,6 +135,34 @@ func (pl *plan) eachGroup(maxOps int, isElements func(ops []op, size int) bool, 
 	return flush(len(pl.ops))
 }
 
+// moveUnitsLast reorders the plan so that the units isLast says so of come
+// after all the others, each kind keeping its order. The plan is then no
+// longer safe to cut between units (a rule may reach a map whose elements
+// come later), so only a plan for a table that is not there may use it.
+func (pl *plan) moveUnitsLast(isLast func(ops []op, size int) bool) {
+	pl.endUnit()
+	var first, last plan
+	start := 0
+	for i, end := range pl.unitEnds {
+		to := &first
+		if isLast(pl.ops[start:end], pl.unitSizes[i]) {
+			to = &last
+		}
+		to.ops = append(to.ops, pl.ops[start:end]...)
+		to.size += pl.unitSizes[i]
+		to.endUnit()
+		start = end
+	}
+	for _, end := range last.unitEnds {
+		first.unitEnds = append(first.unitEnds, len(first.ops)+end)
+	}
+	first.unitSizes = append(first.unitSizes, last.unitSizes...)
+	first.ops = append(first.ops, last.ops...)
+	first.size += last.size
+	first.unitStart = first.size
+	*pl = first
+}
+
 // transaction builds one nft transaction of ops, expanding slot batches.
 func transaction(nft knftables.Interface, ops []op) *knftables.Transaction {
 	tx := nft.NewTransaction()

@@ -159,6 +159,15 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	if pl.empty() {
 		return syncResult{}, nil
 	}
+	if in.full && s.view.tableAbsent && s.elements != nil {
+		// A cold start: the netlink element units (the endpoint slots and
+		// the dispatch maps) go after everything else, so nft runs once
+		// and the elements follow in as few batches as fit. In the order
+		// that is safe to cut, nft ran twice (maps, then chains and
+		// rules), the second run listing the first's objects into its
+		// cache: ~30 ms of a 1k-Service cold start.
+		pl.moveUnitsLast(elementUnit)
+	}
 	res := syncResult{ops: pl.size}
 	// A large full sync (cold start) leaves much garbage behind by now: the
 	// trackers' rebuilt maps, the models, the replaced rules. Without a

@@ -66,6 +66,9 @@ type view struct {
 	// others, so that each forms one run of element units instead of
 	// alternating with nft runs.
 	netlinkOrder bool
+	// tableAbsent is set by reload when the kernel had no kube-proxy table:
+	// nothing is being served from it, so a plan need not be safe to cut.
+	tableAbsent bool
 
 	// Chains owned by service ports (a nil have value: exists, content
 	// unknown), affinity sets (by timeout) and the elements of each
@@ -412,6 +415,7 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, en
 	// no elements either, and listing each container is an nft run that
 	// fails: seven of them were ~50 ms of a 1k-Service cold start's 180.
 	tableGone := isNotFound(err)
+	v.tableAbsent = tableGone
 
 	for c := range numContainers {
 		clear(v.elems[c].have)
