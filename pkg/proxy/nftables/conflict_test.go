@@ -5,6 +5,7 @@ package nftables
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,5 +127,54 @@ func TestConflictLoggedOnce(t *testing.T) {
 	}
 	if got := len(logged()); got != 6 {
 		t.Fatalf("a conflict that went away and came back: want 6 conflict lines in all, got %d", got)
+	}
+}
+
+// A partial sync of the service port that holds a shared destination gives
+// it back to that service port, with its verdict, and the other claimants
+// keep their places in line. For a moment the holder has let go of the
+// element and the next claimant holds it; that step once lost the next
+// claimant (with three others) or left an empty claim holding the element
+// (with one other), which wrote "key : " with no verdict, and nft refused it.
+func TestConflictHolderResynced(t *testing.T) {
+	for _, n := range []int{2, len(conflictServices)} {
+		for _, tf := range families {
+			t.Run(string(tf.family)+"/"+itoa(n)+" claimants", func(t *testing.T) {
+				ctx := context.Background()
+				s, fake := newTestSyncer(t, tf, nil)
+				claimants := conflictServices[:n]
+				if _, err := s.sync(ctx, syncInput{full: true, services: models(tf.ip, claimants...)}); err != nil {
+					t.Fatal(err)
+				}
+				holder := conflictServices[1]
+				var others []string
+				for _, c := range claimants {
+					if o := ownerOf(c); o != ownerOf(holder) {
+						others = append(others, o)
+					}
+				}
+				slices.SortFunc(others, compareOwners)
+				holder.eps = []tep{{ip: "10.180.0.1", port: 8080}, {ip: "10.180.0.9", port: 8080}}
+				if _, err := s.sync(ctx, syncInput{services: models(tf.ip, holder)}); err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range []container{cServiceIPs, cServiceNodePorts} {
+					for key, w := range s.view.elems[c].want {
+						if w.owner != ownerOf(holder) || !strings.HasPrefix(w.value, "goto ") {
+							t.Errorf("%s %q is held by %q with value %q, want %q with a goto", containerNames[c], key, w.owner, w.value, ownerOf(holder))
+						}
+						var got []string
+						for _, o := range w.others {
+							got = append(got, o.owner)
+						}
+						if !slices.Equal(got, others) {
+							t.Errorf("%s %q: the other claimants are %q, want %q", containerNames[c], key, got, others)
+						}
+					}
+				}
+				flows := []flowCase{{name: "pod to the shared clusterIP", src: "10.1.2.3", dst: "172.30.0.61", port: 80, verdict: "ACCEPT", dnat: []string{"10.180.0.1:8080", "10.180.0.9:8080"}}}
+				runFlows(t, newTracer(t, fake.Fake, tf.nodeIP), tf, flows)
+			})
+		}
 	}
 }

@@ -273,7 +273,15 @@ func (v *view) unclaim(owner string, e elemSpec) {
 	case len(w.others) == 0:
 		delete(v.elems[e.c].want, e.key)
 	default:
-		w.claim, w.others = w.others[0], slices.Delete(w.others, 0, 1)
+		// The next claimant is copied out first: slices.Delete zeroes the
+		// element it drops, and in "w.claim, w.others = w.others[0],
+		// slices.Delete(...)" Go may evaluate the call before the index,
+		// which handed the element to an empty claim (value "": a partial
+		// sync of the holder of a shared LoadBalancer IP wrote "ip . port
+		// : " and failed in nft).
+		next := w.others[0]
+		w.others = slices.Delete(w.others, 0, 1)
+		w.claim = next
 	}
 }
 
