@@ -418,13 +418,14 @@ func (f *failCountingElements) writeElements(ctx context.Context, ops []op) erro
 
 // TestKernelLargeBatches writes large element batches to the kernel, which
 // must take each of them whole (a failed batch is redone through nft, so
-// only counting failures shows it). A full sync of 1000 Services sends
-// 1000 cluster-ips and 1000 service-ips elements in a row: one message each
+// only counting failures shows it). A full sync of 4000 Services sends
+// 4000 cluster-ips and 4000 service-ips elements in a row: one message each
 // would overflow a netlink attribute's 16-bit length (it did, and the
 // kernel refused the batch with ENOENT), and with the long chain names of
 // their verdicts a batch of 2000 is larger than the default send buffer;
-// the slots of a Service with 1500 endpoints alone outgrow a message. Then the endpoints of 450 Services
-// move in one element-only plan: one message per endpoint map, each
+// the slots of a Service with 1500 endpoints alone outgrow a message. Then the
+// endpoints of 2450 Services move in one element-only plan, as large as one
+// batch may be (9800 operations): a message per run of one set, each
 // acknowledged by the kernel while the batch is committed, and those
 // acknowledgements must fit the socket's receive queue (the default one
 // overflowed, ENOBUFS after the kernel had committed, and the retry through
@@ -438,7 +439,7 @@ func TestKernelLargeBatches(t *testing.T) {
 		s.nft = counting
 		writer := &failCountingElements{elementWriter: s.elements}
 		s.elements = writer
-		const n, moved = 1000, 450
+		const n, moved = 4000, 2450
 		svcs := make([]tsvc, n)
 		for i := range svcs {
 			// Long names, as Kubernetes allows (63 characters each): the
@@ -449,7 +450,7 @@ func TestKernelLargeBatches(t *testing.T) {
 		}
 		// And one Service with 1500 endpoints: its slots alone outgrow a
 		// message.
-		big := tsvc{ns: "ns", name: "big", portName: "p80", port: 80, clusterIP: "172.30.9.1"}
+		big := tsvc{ns: "ns", name: "big", portName: "p80", port: 80, clusterIP: "172.30.99.1"}
 		for j := range 1500 {
 			big.eps = append(big.eps, tep{ip: "10.183." + itoa(j/200) + "." + itoa(j%200+1), port: 8080})
 		}
@@ -471,7 +472,7 @@ func TestKernelLargeBatches(t *testing.T) {
 			t.Errorf("the moves were not one netlink batch: %d element batches failed, %d nft transactions (%+v)",
 				writer.failures, counting.runs.Load()-runs, res)
 		}
-		want := []string{"10.182.2.50 . 80"}
+		want := []string{"10.182." + itoa((moved-1)/200) + "." + itoa((moved-1)%200+1) + " . 80"}
 		if got := kernelChainEndpoints(t, nft, tf, svcChain(tf, svcs[moved-1])); !slices.Equal(got, want) {
 			t.Errorf("the last moved Service's endpoints in the kernel: got %v, want %v", got, want)
 		}
