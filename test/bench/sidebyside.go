@@ -158,6 +158,14 @@ var columns = []struct {
 		}
 		return exact(r.KernelLoadMs)
 	}, fmtMs},
+	// The floor of a change that rewrites a service chain: one jump rule
+	// appended to that loaded ruleset (iptables only).
+	{"kernel-only one rule", func(r result) figure {
+		if r.KernelOneRuleMs <= 0 {
+			return figure{v: math.NaN()}
+		}
+		return exact(r.KernelOneRuleMs)
+	}, fmtMs},
 	{"full sync ÷ kernel load", func(r result) figure {
 		if r.KernelLoadTimedOut > 0 {
 			return figure{v: r.FullSyncMs / float64(r.KernelLoadTimedOut.Milliseconds()), atMost: true}

@@ -184,7 +184,7 @@ func worker(spec string) error {
 		return err
 	}
 	// The proxier's work is done; nothing it does can be slowed down by this.
-	if r.KernelLoadMs, err = kernelLoad(mode, kernelLoadTimeout); errors.Is(err, errTimeout) {
+	if r.KernelLoadMs, r.KernelOneRuleMs, err = kernelLoad(mode, kernelLoadTimeout); errors.Is(err, errTimeout) {
 		r.KernelLoadTimedOut = kernelLoadTimeout
 	} else if err != nil {
 		return err
@@ -231,20 +231,21 @@ const loadEnv = "KUBE_PROXY_BENCH_LOAD"
 // returns how long loading it in one go into a fresh, empty network namespace
 // takes (`nft -f` or `iptables-restore`, process start included): what the
 // kernel and the loader need for this ruleset at the least, against which a
-// full sync's time is a multiple. The loading runs in a child of this command
-// (loader), born into the new namespace.
-func kernelLoad(mode string, timeout time.Duration) (float64, error) {
+// full sync's time is a multiple. For iptables it also returns oneRuleMs, the
+// floor of any change (see loader). The loading runs in a child of this
+// command (loader), born into the new namespace.
+func kernelLoad(mode string, timeout time.Duration) (loadMs, oneRuleMs float64, err error) {
 	save := []string{"iptables-save"}
 	if mode == "nftables" {
 		save = []string{"nft", "list", "table", "ip", "kube-proxy"}
 	}
 	rules, err := exec.Command(save[0], save[1:]...).Output()
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", strings.Join(save, " "), err)
+		return 0, 0, fmt.Errorf("%s: %w", strings.Join(save, " "), err)
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -259,22 +260,32 @@ func kernelLoad(mode string, timeout time.Duration) (float64, error) {
 	out, err := cmd.Output()
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("loading the saved ruleset: %w after %v", errTimeout, timeout)
+			return 0, 0, fmt.Errorf("loading the saved ruleset: %w after %v", errTimeout, timeout)
 		}
-		return 0, fmt.Errorf("loading the saved ruleset (%d bytes) into an empty namespace: %w: %s", len(rules), err, tailOf(stderr.String(), 2048))
+		return 0, 0, fmt.Errorf("loading the saved ruleset (%d bytes) into an empty namespace: %w: %s", len(rules), err, tailOf(stderr.String(), 2048))
 	}
-	ms, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	fields := strings.Fields(string(out))
+	if len(fields) != 2 {
+		return 0, 0, fmt.Errorf("loader printed %q, want two figures", out)
+	}
+	if loadMs, err = strconv.ParseFloat(fields[0], 64); err == nil {
+		oneRuleMs, err = strconv.ParseFloat(fields[1], 64)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("loader printed %q: %w", out, err)
+		return 0, 0, fmt.Errorf("loader printed %q: %w", out, err)
 	}
-	return ms, nil
+	return loadMs, oneRuleMs, nil
 }
 
 // nfacctName finds the nfacct counters an iptables ruleset matches on.
 var nfacctName = regexp.MustCompile(`--nfacct-name\s+(\S+)`)
 
 // loader loads the ruleset on stdin into this (new, empty) namespace with the
-// mode's loader binary and prints how long that took in ms. An iptables
+// mode's loader binary and prints how long that took in ms. For iptables it
+// then appends one jump rule (to an endpoint chain, in a service chain) with
+// one more iptables-restore and prints how long that took too (0 for
+// nftables, whose endpoint changes do not go through nft): no change that
+// rewrites a service chain can be faster, whoever computes it. An iptables
 // ruleset can refer to nfacct counters, which are not part of it (kube-proxy
 // creates them over netlink first), so they are created before the clock
 // starts.
@@ -312,8 +323,41 @@ func loader(mode string) error {
 		}
 		return fmt.Errorf("%s: %w: %s%s", strings.Join(argv, " "), err, tailOf(stderr.String(), 2048), line)
 	}
-	fmt.Println(float64(time.Since(start).Microseconds()) / 1000)
+	loadMs := float64(time.Since(start).Microseconds()) / 1000
+	oneRuleMs := 0.0
+	if mode != "nftables" {
+		if oneRuleMs, err = addOneJump(rules); err != nil {
+			return err
+		}
+	}
+	fmt.Println(loadMs, oneRuleMs)
 	return nil
+}
+
+// chainRE finds the service and endpoint chains of a saved nat table.
+var (
+	svcChainRE = regexp.MustCompile(`(?m)^:(KUBE-SVC-\S+) `)
+	sepChainRE = regexp.MustCompile(`(?m)^:(KUBE-SEP-\S+) `)
+)
+
+// addOneJump appends a jump from the first service chain of rules to its
+// first endpoint chain, with iptables-restore --noflush, and returns how long
+// that took in ms.
+func addOneJump(rules []byte) (float64, error) {
+	svc, sep := svcChainRE.FindSubmatch(rules), sepChainRE.FindSubmatch(rules)
+	if svc == nil || sep == nil {
+		return 0, fmt.Errorf("the saved ruleset has no service or endpoint chain to add a jump between")
+	}
+	input := fmt.Sprintf("*nat\n-A %s -m comment --comment one-rule -j %s\nCOMMIT\n", svc[1], sep[1])
+	cmd := exec.Command("iptables-restore", "--noflush")
+	cmd.Stdin = strings.NewReader(input)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("iptables-restore --noflush of %q: %w: %s", input, err, stderr.String())
+	}
+	return float64(time.Since(start).Microseconds()) / 1000, nil
 }
 
 // setupNetwork gives the namespace a loopback and a node interface.
