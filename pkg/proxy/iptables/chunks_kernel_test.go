@@ -6,10 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-
-	utiliptables "k8s.io/net-utils/iptables"
 )
 
 // TestKernelChunkedRestore loads the same Services and changes into
@@ -23,15 +20,7 @@ func TestKernelChunkedRestore(t *testing.T) {
 			saves := map[int][]string{}
 			for _, maxChains := range []int{0, 7} {
 				t.Run(map[int]string{0: "one piece", 7: "split"}[maxChains], func(t *testing.T) {
-					kernelNetns(t, "nft")
-					proto := utiliptables.ProtocolIPv4
-					if f.family == v1.IPv6Protocol {
-						proto = utiliptables.ProtocolIPv6
-					}
-					real := utiliptables.New(proto)
-					if err := real.Present(); err != nil {
-						t.Skipf("nft iptables not usable here: %v", err)
-					}
+					real, _ := kernelIPTables(t, "nft", f)
 					ipt := &corruptingIPTables{Interface: real}
 					env := kernelProxier(t, f, ipt)
 					env.p.syncer.chunks = chunking{decided: true, maxChains: maxChains}

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
@@ -132,15 +130,7 @@ func TestKernelJumpRulesInOneRestore(t *testing.T) {
 	for _, variant := range []string{"nft", "legacy"} {
 		for _, f := range families {
 			t.Run(variant+"/"+string(f.family), func(t *testing.T) {
-				kernelNetns(t, variant)
-				proto := utiliptables.ProtocolIPv4
-				if f.family == v1.IPv6Protocol {
-					proto = utiliptables.ProtocolIPv6
-				}
-				real := utiliptables.New(proto)
-				if err := real.Present(); err != nil {
-					t.Skipf("%s iptables not usable here: %v", variant, err)
-				}
+				real, _ := kernelIPTables(t, variant, f)
 				ipt := &jumpCountingIPTables{Interface: real}
 				env := kernelProxier(t, f, ipt)
 				checkJumpSyncs(t, env, ipt, func() string { return save(t, real) })

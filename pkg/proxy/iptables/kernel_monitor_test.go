@@ -39,14 +39,10 @@ func TestKernelCanaryMonitor(t *testing.T) {
 	for _, variant := range []string{"nft", "legacy"} {
 		for _, f := range families {
 			t.Run(variant+"/"+string(f.family), func(t *testing.T) {
-				ns := kernelNetns(t, variant)
-				proto, bin := utiliptables.ProtocolIPv4, "iptables"
+				real, ns := kernelIPTables(t, variant, f)
+				bin := "iptables"
 				if f.family == v1.IPv6Protocol {
-					proto, bin = utiliptables.ProtocolIPv6, "ip6tables"
-				}
-				real := utiliptables.New(proto)
-				if err := real.Present(); err != nil {
-					t.Skipf("%s iptables not usable here: %v", variant, err)
+					bin = "ip6tables"
 				}
 				ipt := &monitorWaiter{Interface: real, done: make(chan struct{})}
 				stop := make(chan struct{})

@@ -72,6 +72,23 @@ func kernelNetns(t testing.TB, variant string) string {
 	return ns
 }
 
+// kernelIPTables creates a private namespace (kernelNetns) and returns the
+// real iptables of f's family and the variant there, and the namespace's
+// name, skipping the test if that iptables cannot be used.
+func kernelIPTables(t *testing.T, variant string, f fam) (utiliptables.Interface, string) {
+	t.Helper()
+	ns := kernelNetns(t, variant)
+	proto := utiliptables.ProtocolIPv4
+	if f.family == v1.IPv6Protocol {
+		proto = utiliptables.ProtocolIPv6
+	}
+	real := utiliptables.New(proto)
+	if err := real.Present(); err != nil {
+		t.Skipf("%s iptables not usable here: %v", variant, err)
+	}
+	return real, ns
+}
+
 // corruptingIPTables passes everything through, except that while bad is
 // set it appends an invalid rule to every restore.
 type corruptingIPTables struct {
@@ -128,15 +145,7 @@ func TestKernel(t *testing.T) {
 	for _, variant := range []string{"nft", "legacy"} {
 		for _, f := range families {
 			t.Run(variant+"/"+string(f.family), func(t *testing.T) {
-				kernelNetns(t, variant)
-				proto := utiliptables.ProtocolIPv4
-				if f.family == v1.IPv6Protocol {
-					proto = utiliptables.ProtocolIPv6
-				}
-				real := utiliptables.New(proto)
-				if err := real.Present(); err != nil {
-					t.Skipf("%s iptables not usable here: %v", variant, err)
-				}
+				real, _ := kernelIPTables(t, variant, f)
 				ipt := &corruptingIPTables{Interface: real}
 				env := kernelProxier(t, f, ipt)
 
