@@ -55,8 +55,8 @@ func (o *options) complete(ipFamily v1.IPFamily, nodeName string, recorder event
 // is not used), no conntrack cleanup, no nfacct, no canary Monitor and no
 // per-service health check listeners. The sync runs as usual against an
 // iptables interface that prints each restore and reads as an empty kernel.
-// The jumps from builtin chains, which a full sync ensures with separate
-// iptables calls, are printed first as "# ensure:" comment lines, so the
+// The jumps from builtin chains, which a full sync adds apart from its
+// restore, are printed first as "# ensure:" comment lines, so the
 // whole output is valid iptables-restore input. Later (partial) syncs print
 // only what they would change, as a real partial sync restores only that.
 // This is what `kube-proxy --dry-run` uses.

@@ -24,10 +24,10 @@ type jumpRule struct {
 	extraArgs []string
 }
 
-// jumpRules are the rules in builtin chains leading to ours. They are
-// ensured with individual iptables calls on full syncs, because a restore
-// can only replace a builtin chain wholesale, and other software owns rules
-// there too.
+// jumpRules are the rules in builtin chains leading to ours. Other software
+// owns rules in the builtin chains too, so they are never flushed and
+// rewritten: a full sync inserts the jumps it finds missing
+// (ensureJumpRules).
 var jumpRules = []jumpRule{
 	{utiliptables.TableFilter, kubeExternalServicesChain, utiliptables.ChainInput, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
 	{utiliptables.TableFilter, kubeExternalServicesChain, utiliptables.ChainForward, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
