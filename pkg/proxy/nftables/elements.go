@@ -50,7 +50,7 @@ type elementWriter interface {
 }
 
 // elementsOnly reports whether every operation of the plan adds or deletes
-// elements an elementWriter can write (see writableElement). Endpoint map
+// elements an elementWriter can write (see writable). Endpoint map
 // slots and hairpin-connections elements change with endpoints, so the
 // commonest partial plan is made only of them.
 func (pl *plan) elementsOnly() bool {
@@ -65,8 +65,12 @@ func allElements(ops []op) bool {
 		}
 		switch obj := o.obj.(type) {
 		case *slotBatch:
+		case *elemOp:
+			if !writable(containerNames[obj.c], obj.comment) {
+				return false
+			}
 		case *knftables.Element:
-			if !writableElement(obj) {
+			if !writable(obj.Set+obj.Map, obj.Comment) {
 				return false
 			}
 		default:
@@ -76,15 +80,15 @@ func allElements(ops []op) bool {
 	return true
 }
 
-// writableElement reports whether an elementWriter encodes e: an element of
-// hairpin-connections or of the dispatch sets and maps every Service has an
-// element in (cluster-ips, service-ips, service-nodeports; keyFields),
-// without a comment. Together with the slots they are ~90% of a full sync's
+// writable reports whether an elementWriter encodes an element of container
+// with comment: one of hairpin-connections or of the dispatch sets and maps
+// every Service has an element in (cluster-ips, service-ips,
+// service-nodeports; keyFields), without a comment. Together with the slots they are ~90% of a full sync's
 // statements. The rarer sets and maps (LoadBalancer firewalls, Services
 // without endpoints) stay with nft.
-func writableElement(e *knftables.Element) bool {
-	_, ok := keyFields[e.Set+e.Map]
-	return ok && e.Comment == nil
+func writable(container string, comment *string) bool {
+	_, ok := keyFields[container]
+	return ok && comment == nil
 }
 
 // containerOrder is the order in which a plan adds elements: the
@@ -249,10 +253,14 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 		case *slotBatch:
 			name, isMap = obj.name, true
 			more, err = w.slotElements(obj, o.verb == opAdd)
-		case *knftables.Element:
-			name, isMap = obj.Set+obj.Map, obj.Map != ""
+		case *elemOp, *knftables.Element:
+			el, ok := obj.(*knftables.Element)
+			if !ok {
+				el = obj.(*elemOp).element()
+			}
+			name, isMap = el.Set+el.Map, el.Map != ""
 			var e gnftables.SetElement
-			e, err = w.encodeElement(obj, o.verb == opAdd)
+			e, err = w.encodeElement(el, o.verb == opAdd)
 			more = []gnftables.SetElement{e}
 		default:
 			err = fmt.Errorf("%T is not an element this writer handles", o.obj)
@@ -385,7 +393,7 @@ var keyFields = map[string]string{
 	serviceNodePortsMap:   "pn",
 }
 
-// encodeElement encodes a writable element (writableElement); the value,
+// encodeElement encodes a writable element (writable); the value,
 // a verdict, only when adding.
 func (w *netlinkElements) encodeElement(e *knftables.Element, withValue bool) (gnftables.SetElement, error) {
 	name := e.Set + e.Map

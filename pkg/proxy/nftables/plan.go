@@ -44,6 +44,21 @@ func (b *slotBatch) element(i int) *knftables.Element {
 	return e
 }
 
+// elemOp is one element of one of the view's containers. It becomes a
+// knftables.Element (its key and value split into fields) only when its
+// transaction or netlink batch is built: a full sync at 10k Services plans
+// ~35k of them, and planning them as knftables.Elements kept the live heap
+// at the first transaction at 101.5 MiB instead of 98.6
+// (BenchmarkFirstSyncLiveHeap).
+type elemOp struct {
+	c       container
+	key     string
+	value   string // "" when deleting
+	comment *string
+}
+
+func (e *elemOp) element() *knftables.Element { return e.c.element(e.key, e.value, e.comment) }
+
 // plan is an ordered list of nft operations grouped into units. A unit is the
 // smallest group that must be applied atomically (e.g. "add chain; flush chain;
 // add its rules", or "delete element; re-add it with a new value"). Units are
@@ -61,6 +76,17 @@ type plan struct {
 func (pl *plan) add(obj knftables.Object)    { pl.push(op{opAdd, obj}, 1) }
 func (pl *plan) flush(obj knftables.Object)  { pl.push(op{opFlush, obj}, 1) }
 func (pl *plan) delete(obj knftables.Object) { pl.push(op{opDelete, obj}, 1) }
+
+// addElement adds (or, with an existing key, replaces the value of) an
+// element of container c.
+func (pl *plan) addElement(c container, key, value string, comment *string) {
+	pl.push(op{opAdd, &elemOp{c: c, key: key, value: value, comment: comment}}, 1)
+}
+
+// deleteElement deletes the element of container c with key.
+func (pl *plan) deleteElement(c container, key string) {
+	pl.push(op{opDelete, &elemOp{c: c, key: key}}, 1)
+}
 
 // addSlots adds the elements of slots from..to-1 of a range holding values.
 func (pl *plan) addSlots(name string, base uint32, values []string, from, to int) {
@@ -167,12 +193,15 @@ func (pl *plan) moveUnitsLast(isLast func(ops []op, size int) bool) {
 func transaction(nft knftables.Interface, ops []op) *knftables.Transaction {
 	tx := nft.NewTransaction()
 	for _, o := range ops {
-		if b, ok := o.obj.(*slotBatch); ok {
-			for i := b.from; i < b.to; i++ {
-				apply(tx, o.verb, b.element(i))
+		switch obj := o.obj.(type) {
+		case *slotBatch:
+			for i := obj.from; i < obj.to; i++ {
+				apply(tx, o.verb, obj.element(i))
 			}
-		} else {
-			apply(tx, o.verb, o.obj.(knftables.Object))
+		case *elemOp:
+			apply(tx, o.verb, obj.element())
+		default:
+			apply(tx, o.verb, obj.(knftables.Object))
 		}
 	}
 	return tx

@@ -613,16 +613,16 @@ func (v *view) diff(pl *plan) *pending {
 			case want == nil:
 			case !exists || have != want.value:
 				if exists {
-					pl.delete(c.element(key, "", nil))
+					pl.deleteElement(c, key)
 				}
-				pl.add(c.element(key, want.value, want.comment))
+				pl.addElement(c, key, want.value, want.comment)
 				pl.endUnit()
 				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			}
 		}
 	}
 	for _, r := range removals {
-		pl.delete(r.c.element(r.key, "", nil))
+		pl.deleteElement(r.c, r.key)
 		pl.endUnit()
 	}
 	pend.elems = append(pend.elems, removals...)
