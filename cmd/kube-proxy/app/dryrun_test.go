@@ -7,15 +7,19 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
+	"k8s.io/kube-proxy/pkg/proxy"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 )
 
@@ -265,5 +269,61 @@ func TestDryRunWaitsForServiceCIDRs(t *testing.T) {
 	}
 	if text := out.String(); !strings.Contains(text, "ip daddr { 10.96.0.0/16 } drop") {
 		t.Errorf("the first sync was printed without the ServiceCIDR 10.96.0.0/16:\n%s", text)
+	}
+}
+
+// slowTopology delivers every topology report to the proxier a second late
+// and records the order in which reports and the informers' synced signals
+// arrive.
+type slowTopology struct {
+	proxy.Provider
+	mu     sync.Mutex
+	events []string
+}
+
+func (s *slowTopology) record(e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+}
+
+func (s *slowTopology) OnTopologyChange(labels map[string]string) {
+	time.Sleep(time.Second)
+	s.record("topology " + labels[v1.LabelTopologyZone])
+	s.Provider.OnTopologyChange(labels)
+}
+
+func (s *slowTopology) OnServiceSynced() {
+	s.record("services synced")
+	s.Provider.OnServiceSynced()
+}
+
+// The Node's zone reaches the proxier before its first sync however late the
+// topology informer reports it (its handler is added to a running informer,
+// and reports asynchronously): the first sync is the only full one, and the
+// dry run prints one IPv4 sync.
+func TestFirstSyncHasTheNodeTopology(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	s, out, err := newDryRunServer(ctx, t,
+		"--manifests="+filepath.Join("..", "..", "..", "examples", "cluster"),
+		"--hostname-override=node-1", "--proxy-mode=nftables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowTopology{Provider: s.Proxier}
+	s.Proxier = slow
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slow.mu.Lock()
+	events := slices.Clone(slow.events)
+	slow.mu.Unlock()
+	if len(events) < 2 || events[0] != "topology zone-a" {
+		t.Errorf("the proxier heard of the Node's zone after its first sync could start: %q", events)
+	}
+	if n := strings.Count(out.String(), "# kube-proxy --dry-run: IPv4,"); n != 1 {
+		t.Errorf("the dry run printed %d IPv4 syncs, want 1:\n%s", n, out.String())
 	}
 }

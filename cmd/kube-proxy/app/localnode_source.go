@@ -352,11 +352,7 @@ func (s *ProxyServer) startLocalNodeSource(ctx context.Context) {
 	// straight away; the Node's zone must be known by then, or the informer delivering
 	// it a moment later would make every Service's endpoints change and force a second
 	// full sync. The informer then delivers the same labels, which changes nothing.
-	if s.NodeManager != nil {
-		if node := s.NodeManager.Node(); node != nil {
-			s.Proxier.OnTopologyChange(nodeTopologyLabels(node))
-		}
-	}
+	s.seedTopology()
 	targets := []eventHandler{s.Proxier}
 	if s.dryRun != nil {
 		targets = append(targets, s.dryRun)

@@ -241,6 +241,7 @@ func (s *ProxyServer) startInformers(ctx context.Context) {
 	resync := s.Config.ConfigSyncPeriod.Duration
 	factories := source.NewInformerFactories(s.Client, resync, "")
 
+	s.seedTopology()
 	// Handlers are registered before the informers start, so no initial event is lost.
 	var cidrsListed <-chan struct{}
 	if features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
@@ -270,6 +271,22 @@ func (s *ProxyServer) startInformers(ctx context.Context) {
 	}()
 	factories.Start(ctx.Done())
 	s.startNodeInformers(ctx)
+}
+
+// seedTopology hands the proxier the Node's topology labels before anything
+// else reaches it, when the NodeManager already has the Node: the first sync
+// then picks endpoints with them, and the topology informer's own first report
+// changes nothing. That report comes from a handler added to a running
+// informer, asynchronously; arriving after the first sync, it forced a second
+// full sync at startup, and a dry run printed the first without the Node's
+// zone.
+func (s *ProxyServer) seedTopology() {
+	if s.NodeManager == nil {
+		return
+	}
+	if node := s.NodeManager.Node(); node != nil {
+		s.Proxier.OnTopologyChange(nodeTopologyLabels(node))
+	}
 }
 
 // startNodeInformers feeds the NodeManager, and the proxier's topology, from the
