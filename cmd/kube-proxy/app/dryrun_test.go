@@ -239,20 +239,28 @@ func TestDryRunFollow(t *testing.T) {
 	}
 }
 
-// A dry run prints its first full sync, so that sync must include the
-// ServiceCIDRs' rules even when the ServiceCIDR informer lists after the
-// Services and EndpointSlices (a real proxier would add them at its next
-// sync, which a dry run never reaches). CI once caught the race this pins.
-func TestDryRunWaitsForServiceCIDRs(t *testing.T) {
+// exampleDryRunServer is an nftables dry run of node-1 of examples/cluster,
+// with a context that ends with the test (or after 90 s).
+func exampleDryRunServer(t *testing.T) (context.Context, *ProxyServer, *bytes.Buffer) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	s, out, err := newDryRunServer(ctx, t,
 		"--manifests="+filepath.Join("..", "..", "..", "examples", "cluster"),
 		"--hostname-override=node-1", "--proxy-mode=nftables")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, s, out
+}
+
+// A dry run prints its first full sync, so that sync must include the
+// ServiceCIDRs' rules even when the ServiceCIDR informer lists after the
+// Services and EndpointSlices (a real proxier would add them at its next
+// sync, which a dry run never reaches). CI once caught the race this pins.
+func TestDryRunWaitsForServiceCIDRs(t *testing.T) {
+	ctx, s, out := exampleDryRunServer(t)
 	reactors, ok := s.Client.(interface {
 		PrependReactor(verb, resource string, reaction clienttesting.ReactionFunc)
 	})
@@ -303,15 +311,7 @@ func (s *slowTopology) OnServiceSynced() {
 // and reports asynchronously): the first sync is the only full one, and the
 // dry run prints one IPv4 sync.
 func TestFirstSyncHasTheNodeTopology(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	s, out, err := newDryRunServer(ctx, t,
-		"--manifests="+filepath.Join("..", "..", "..", "examples", "cluster"),
-		"--hostname-override=node-1", "--proxy-mode=nftables")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s, out := exampleDryRunServer(t)
 	slow := &slowTopology{Provider: s.Proxier}
 	s.Proxier = slow
 	if err := s.Run(ctx); err != nil {
