@@ -334,14 +334,15 @@ func loader(mode string) error {
 	return nil
 }
 
-// chainRE finds the service and endpoint chains of a saved nat table.
+// svcChainRE and sepChainRE find the service and endpoint chains declared in
+// a saved nat table.
 var (
 	svcChainRE = regexp.MustCompile(`(?m)^:(KUBE-SVC-\S+) `)
 	sepChainRE = regexp.MustCompile(`(?m)^:(KUBE-SEP-\S+) `)
 )
 
-// addOneJump appends a jump from the first service chain of rules to its
-// first endpoint chain, with iptables-restore --noflush, and returns how long
+// addOneJump appends a jump from the first service chain declared in rules to
+// the first endpoint chain declared there, with iptables-restore --noflush, and returns how long
 // that took in ms.
 func addOneJump(rules []byte) (float64, error) {
 	svc, sep := svcChainRE.FindSubmatch(rules), sepChainRE.FindSubmatch(rules)

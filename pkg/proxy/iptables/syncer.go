@@ -137,14 +137,13 @@ func (s *syncer) ensureJumpRules() error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if one, ok := s.ipt.(oneByOneEnsurer); ok || present == nil {
-		if !ok {
-			one = ensureEach{s.ipt}
-		}
+	if one, ok := s.ipt.(oneByOneEnsurer); ok {
 		return one.ensureJumps(missing)
 	}
-	input := jumpRestoreInput(missing, present)
-	err := s.ipt.RestoreAll(input, utiliptables.NoFlushTables, utiliptables.NoRestoreCounters)
+	if present == nil {
+		return ensureEach{s.ipt}.ensureJumps(missing)
+	}
+	err := s.ipt.RestoreAll(jumpRestoreInput(missing, present), utiliptables.NoFlushTables, utiliptables.NoRestoreCounters)
 	if err == nil {
 		return nil
 	}

@@ -66,11 +66,7 @@ func allElements(ops []op) bool {
 		switch obj := o.obj.(type) {
 		case *slotBatch:
 		case *elemOp:
-			if !writable(containerNames[obj.c], obj.comment) {
-				return false
-			}
-		case *knftables.Element:
-			if !writable(obj.Set+obj.Map, obj.Comment) {
+			if !writable(obj) {
 				return false
 			}
 		default:
@@ -80,15 +76,15 @@ func allElements(ops []op) bool {
 	return true
 }
 
-// writable reports whether an elementWriter encodes an element of container
-// with comment: one of hairpin-connections or of the dispatch sets and maps
-// every Service has an element in (cluster-ips, service-ips,
-// service-nodeports; keyFields), without a comment. Together with the slots they are ~90% of a full sync's
+// writable reports whether an elementWriter encodes e: an element of
+// hairpin-connections or of the dispatch sets and maps every Service has an
+// element in (cluster-ips, service-ips, service-nodeports; keyFields),
+// without a comment. Together with the slots they are ~90% of a full sync's
 // statements. The rarer sets and maps (LoadBalancer firewalls, Services
 // without endpoints) stay with nft.
-func writable(container string, comment *string) bool {
-	_, ok := keyFields[container]
-	return ok && comment == nil
+func writable(e *elemOp) bool {
+	_, ok := keyFields[containerNames[e.c]]
+	return ok && e.comment == nil
 }
 
 // containerOrder is the order in which a plan adds elements: the
@@ -253,11 +249,8 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 		case *slotBatch:
 			name, isMap = obj.name, true
 			more, err = w.slotElements(obj, o.verb == opAdd)
-		case *elemOp, *knftables.Element:
-			el, ok := obj.(*knftables.Element)
-			if !ok {
-				el = obj.(*elemOp).element()
-			}
+		case *elemOp:
+			el := obj.element()
 			name, isMap = el.Set+el.Map, el.Map != ""
 			var e gnftables.SetElement
 			e, err = w.encodeElement(el, o.verb == opAdd)

@@ -122,22 +122,22 @@ func TestPlanElementsOnly(t *testing.T) {
 			pl.add(&knftables.Rule{Chain: "c", Rule: "drop"})
 		}, false},
 		{"slots and hairpin elements", func(pl *plan) {
-			pl.delete(&knftables.Element{Set: hairpinConnectionsSet, Key: []string{"10.0.0.1", "10.0.0.1", "tcp", "80"}})
+			pl.deleteElement(cHairpin, "10.0.0.1 . 10.0.0.1 . tcp . 80")
 			pl.addSlots("endpoints-0-tcp-00", 4, []string{"10.0.0.1 . 80"}, 0, 1)
 		}, true},
 		{"a slot flush", func(pl *plan) {
 			pl.push(op{opFlush, &slotBatch{name: "endpoints-0-tcp-00", to: 1}}, 1)
 		}, false},
 		{"a cluster IP and a dispatch map element", func(pl *plan) {
-			pl.add(&knftables.Element{Set: clusterIPsSet, Key: []string{"10.0.0.1"}})
-			pl.add(&knftables.Element{Map: serviceIPsMap, Key: []string{"10.0.0.1", "tcp", "80"}, Value: []string{"goto c"}})
-			pl.delete(&knftables.Element{Map: serviceNodePortsMap, Key: []string{"tcp", "30080"}})
+			pl.addElement(cClusterIPs, "10.0.0.1", "", nil)
+			pl.addElement(cServiceIPs, "10.0.0.1 . tcp . 80", "goto c", nil)
+			pl.deleteElement(cServiceNodePorts, "tcp . 30080")
 		}, true},
 		{"a no-endpoint verdict", func(pl *plan) {
-			pl.add(&knftables.Element{Map: noEndpointServicesMap, Key: []string{"10.0.0.1", "tcp", "80"}, Value: []string{"reject"}})
+			pl.addElement(cNoEndpointServices, "10.0.0.1 . tcp . 80", "reject", nil)
 		}, false},
 		{"an element with a comment", func(pl *plan) {
-			pl.add(&knftables.Element{Set: clusterIPsSet, Key: []string{"10.0.0.1"}, Comment: ptr.To("ns/svc")})
+			pl.addElement(cClusterIPs, "10.0.0.1", "", ptr.To("ns/svc"))
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

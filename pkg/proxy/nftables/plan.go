@@ -167,26 +167,29 @@ func (pl *plan) eachGroup(maxOps int, isElements func(ops []op, size int) bool, 
 // come later), so only a plan for a table that is not there may use it.
 func (pl *plan) moveUnitsLast(isLast func(ops []op, size int) bool) {
 	pl.endUnit()
-	var first, last plan
-	start := 0
+	var first, last []int // unit indexes
 	for i, end := range pl.unitEnds {
-		to := &first
-		if isLast(pl.ops[start:end], pl.unitSizes[i]) {
-			to = &last
+		if isLast(pl.ops[pl.unitStartOf(i):end], pl.unitSizes[i]) {
+			last = append(last, i)
+		} else {
+			first = append(first, i)
 		}
-		to.ops = append(to.ops, pl.ops[start:end]...)
-		to.size += pl.unitSizes[i]
-		to.endUnit()
-		start = end
 	}
-	for _, end := range last.unitEnds {
-		first.unitEnds = append(first.unitEnds, len(first.ops)+end)
+	var out plan
+	for _, i := range append(first, last...) {
+		out.ops = append(out.ops, pl.ops[pl.unitStartOf(i):pl.unitEnds[i]]...)
+		out.size += pl.unitSizes[i]
+		out.endUnit()
 	}
-	first.unitSizes = append(first.unitSizes, last.unitSizes...)
-	first.ops = append(first.ops, last.ops...)
-	first.size += last.size
-	first.unitStart = first.size
-	*pl = first
+	*pl = out
+}
+
+// unitStartOf is the index of unit i's first op.
+func (pl *plan) unitStartOf(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return pl.unitEnds[i-1]
 }
 
 // transaction builds one nft transaction of ops, expanding slot batches.

@@ -71,36 +71,36 @@ func TestPlanChunking(t *testing.T) {
 // eachGroup then sees one run of each kind.
 func TestMoveUnitsLast(t *testing.T) {
 	isElement := func(ops []op, _ int) bool { return allElements(ops) }
-	chain := func(name string) *knftables.Chain { return &knftables.Chain{Name: name} }
-	elem := func(key string) *knftables.Element {
-		return &knftables.Element{Map: "service-ips", Key: []string{key}, Value: []string{"goto x"}}
-	}
 	for _, tc := range []struct {
 		name  string
-		units [][]knftables.Object
-		want  []string // groups: kind and object names
+		units [][]string // names of chains; a digit names a service-ips element
+		want  []string   // groups: kind and object names
 	}{{
 		name:  "empty",
 		units: nil,
 		want:  nil,
 	}, {
 		name:  "alternating",
-		units: [][]knftables.Object{{chain("a"), chain("b")}, {elem("1")}, {chain("c")}, {elem("2"), elem("3")}, {chain("d")}},
+		units: [][]string{{"a", "b"}, {"1"}, {"c"}, {"2", "3"}, {"d"}},
 		want:  []string{"nft a b c d", "elements 1 2 3"},
 	}, {
 		name:  "elements only",
-		units: [][]knftables.Object{{elem("1")}, {elem("2")}},
+		units: [][]string{{"1"}, {"2"}},
 		want:  []string{"elements 1 2"},
 	}, {
 		name:  "already last",
-		units: [][]knftables.Object{{chain("a")}, {elem("1")}},
+		units: [][]string{{"a"}, {"1"}},
 		want:  []string{"nft a", "elements 1"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := &plan{}
 			for _, u := range tc.units {
-				for _, o := range u {
-					pl.add(o)
+				for _, name := range u {
+					if name[0] >= '0' && name[0] <= '9' {
+						pl.addElement(cServiceIPs, name, "goto x", nil)
+					} else {
+						pl.add(&knftables.Chain{Name: name})
+					}
 				}
 				pl.endUnit()
 			}
@@ -116,8 +116,8 @@ func TestMoveUnitsLast(t *testing.T) {
 					switch obj := o.obj.(type) {
 					case *knftables.Chain:
 						g += " " + obj.Name
-					case *knftables.Element:
-						g += " " + obj.Key[0]
+					case *elemOp:
+						g += " " + obj.key
 					}
 				}
 				got = append(got, g)

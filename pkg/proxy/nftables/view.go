@@ -422,12 +422,11 @@ func (v *view) reload(ctx context.Context, nft knftables.Interface, pl *plan, en
 	// Without the table (a cold start, or after it was deleted) there are
 	// no elements either, and listing each container is an nft run that
 	// fails: seven of them were ~50 ms of a 1k-Service cold start's 180.
-	tableGone := isNotFound(err)
-	v.tableAbsent = tableGone
+	v.tableAbsent = isNotFound(err)
 
 	for c := range numContainers {
 		clear(v.elems[c].have)
-		if !enabled[c] || tableGone {
+		if !enabled[c] || v.tableAbsent {
 			continue
 		}
 		elems, err := nft.ListElements(ctx, c.kind(), containerNames[c])
