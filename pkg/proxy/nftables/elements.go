@@ -10,12 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	gnftables "github.com/google/nftables"
-	"github.com/google/nftables/expr"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/knftables"
 )
 
 // Endpoint changes over netlink.
@@ -119,40 +115,51 @@ func elementUnit(ops []op, size int) bool {
 	return size <= maxNetlinkElements && allElements(ops)
 }
 
-// netlinkElements writes elements of the kube-proxy table of one family
-// with github.com/google/nftables.
+// netlinkElements writes elements of the kube-proxy table of one family in
+// netfilter batches it encodes itself (nlbatch.go).
 type netlinkElements struct {
-	family gnftables.TableFamily
-	ipv6   bool
-	// conn is opened by the first write, in the network namespace of the
+	ipv6 bool
+	// sock is opened by the first write, in the network namespace of the
 	// calling thread (where nft would have been started), and kept. Closing
 	// a netfilter netlink socket waits for the kernel to free what earlier
 	// commits deleted (an RCU grace period): 6-15 ms per close measured
 	// with strace here, most of an endpoint change's cost when paid per
 	// write (12.7 ms per write against ~0.1 ms for the batch itself). It is
-	// closed and reopened after any failure, so that acknowledgements left
-	// unread by a failed batch never answer a later one.
-	conn *gnftables.Conn
+	// closed and reopened after any failure, so that answers left unread by
+	// a failed batch never answer a later one.
+	sock *nlSocket
+	// enc's buffer is kept between writes: a full sync writes its elements
+	// in batches of up to maxNetlinkElements, and each would otherwise
+	// allocate its own (~1-2.5 MB).
+	enc batchEncoder
+	// set and add are those of enc's open message.
+	set string
+	add bool
 }
 
 func newNetlinkElements(family v1.IPFamily) *netlinkElements {
 	if family == v1.IPv6Protocol {
-		return &netlinkElements{family: gnftables.TableFamilyIPv6, ipv6: true}
+		return &netlinkElements{ipv6: true, enc: batchEncoder{family: unix.NFPROTO_IPV6, seq: 1}}
 	}
-	return &netlinkElements{family: gnftables.TableFamilyIPv4}
+	return &netlinkElements{enc: batchEncoder{family: unix.NFPROTO_IPV4, seq: 1}}
 }
 
 func (w *netlinkElements) writeElements(_ context.Context, ops []op) error {
-	if w.conn == nil {
-		conn, err := gnftables.New(gnftables.AsLasting(), gnftables.WithSockOptions(sizeQueues))
-		if err != nil {
-			return fmt.Errorf("opening an nftables netlink connection: %w", err)
-		}
-		w.conn = conn
+	// Encoded first: an element that cannot be encoded fails the write
+	// before anything is sent.
+	if err := w.encode(ops); err != nil {
+		return fmt.Errorf("netlink element write: %w", err)
 	}
-	if err := w.batch(w.conn, ops); err != nil {
+	if w.sock == nil {
+		sock, err := openNLSocket()
+		if err != nil {
+			return err
+		}
+		w.sock = sock
+	}
+	if err := w.sock.exchange(&w.enc); err != nil {
 		w.close()
-		return err
+		return fmt.Errorf("netlink batch of %d element operations: %w", len(ops), err)
 	}
 	return nil
 }
@@ -169,124 +176,83 @@ func (w *netlinkElements) writeElements(_ context.Context, ops []op) error {
 // and is retried through nft, whose deletions of elements already gone fail
 // the sync. A batch holds at most maxNetlinkElements messages; 20 MiB holds
 // twice their acknowledgements, and is charged only while they wait to be
-// read. NETLINK_CAP_ACK keeps a large message from being copied back whole.
+// read. The send buffer is as large: a batch is sent in one sendmsg, which
+// the kernel refuses (EMSGSIZE) beyond it (net.core.wmem_default, 208 KiB),
+// and 2000 service-ips elements whose verdicts name chains of long Service
+// names (~210 bytes each) are twice that; a batch can be 2.5 MB.
 const ackQueueBytes = 20 << 20
 
-// sizeQueues prepares a writer's socket for large batches: acknowledgements
-// without a copy of the request, a receive queue of ackQueueBytes, and a
-// send buffer of as much. A batch is sent in one sendmsg, which the kernel
-// refuses (EMSGSIZE) beyond the send buffer (net.core.wmem_default, 208
-// KiB): 2000 service-ips elements whose verdicts name chains of long
-// Service names (~210 bytes each) are twice that, and a batch can be 2.5 MB. Both are set past
-// net.core.{r,w}mem_max where the process may (CAP_NET_ADMIN, as
-// kube-proxy has), else as large as those allow.
-func sizeQueues(c *netlink.Conn) error {
-	if err := c.SetOption(netlink.CapAcknowledge, true); err != nil {
-		return fmt.Errorf("NETLINK_CAP_ACK: %w", err)
-	}
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("netlink socket: %w", err)
-	}
-	var rcvErr, sndErr error
-	if err := raw.Control(func(fd uintptr) {
-		rcvErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, ackQueueBytes)
-		sndErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, ackQueueBytes)
-	}); err != nil {
-		return fmt.Errorf("netlink socket: %w", err)
-	}
-	if rcvErr != nil {
-		if err := c.SetReadBuffer(ackQueueBytes); err != nil {
-			return fmt.Errorf("netlink receive queue of %d bytes: %w", ackQueueBytes, err)
-		}
-	}
-	if sndErr != nil {
-		if err := c.SetWriteBuffer(ackQueueBytes); err != nil {
-			return fmt.Errorf("netlink send buffer of %d bytes: %w", ackQueueBytes, err)
-		}
-	}
-	return nil
-}
-
-// close closes the connection; the next write opens a new one.
+// close closes the socket; the next write opens a new one.
 func (w *netlinkElements) close() {
-	if w.conn != nil {
-		_ = w.conn.CloseLasting()
-		w.conn = nil
+	if w.sock != nil {
+		w.sock.close()
+		w.sock = nil
 	}
 }
 
-// batch queues ops on conn and sends them as one batch. Consecutive
-// operations of the same kind on the same set or map share one message: a
-// full sync writes one batch per chain, and the kernel looks a set up by
-// name (a walk of the table's set list) once per message.
-func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
-	table := &gnftables.Table{Name: kubeProxyTable, Family: w.family}
-	var set *gnftables.Set
-	var verb opVerb
-	var elems []gnftables.SetElement
-	msgBytes := 0
-	send := func() error {
-		if len(elems) == 0 {
-			return nil
-		}
-		var err error
-		if verb == opAdd {
-			err = conn.SetAddElements(set, elems)
-		} else {
-			err = conn.SetDeleteElements(set, elems)
-		}
-		elems, msgBytes = nil, 0
-		if err != nil {
-			return fmt.Errorf("netlink element write to %s: %w", set.Name, err)
-		}
-		return nil
-	}
+// encode encodes ops as one batch in w.enc. Consecutive operations of the
+// same kind on the same set or map share one message: a full sync writes
+// one batch per chain, and the kernel looks a set up by name (a walk of the
+// table's set list) once per message.
+func (w *netlinkElements) encode(ops []op) error {
+	e := &w.enc
+	e.reset(e.seq)
 	for _, o := range ops {
-		name, isMap, err := "", false, error(nil)
-		var more []gnftables.SetElement
+		add := o.verb == opAdd
 		switch obj := o.obj.(type) {
 		case *slotBatch:
-			name, isMap = obj.name, true
-			more, err = w.slotElements(obj, o.verb == opAdd)
+			// Element by element: one Service's slots alone (a Service
+			// with thousands of endpoints) can outgrow a message.
+			for i := obj.from; i < obj.to; i++ {
+				w.room(obj.name, add)
+				key := e.beginElement()
+				e.buf = appendSlotKey(e.buf, obj.base+uint32(i))
+				e.endKey(key)
+				if add {
+					v := e.beginValue()
+					var err error
+					if e.buf, err = appendSlotValue(e.buf, obj.values[i], w.ipv6); err != nil {
+						return fmt.Errorf("map %s slot %d: %w", obj.name, obj.base+uint32(i), err)
+					}
+					e.endValue(v)
+				}
+				e.endElement()
+			}
 		case *elemOp:
-			el := obj.element()
-			name, isMap = el.Set+el.Map, el.Map != ""
-			var e gnftables.SetElement
-			e, err = w.encodeElement(el, o.verb == opAdd)
-			more = []gnftables.SetElement{e}
-		default:
-			err = fmt.Errorf("%T is not an element this writer handles", o.obj)
-		}
-		if err != nil {
-			return fmt.Errorf("netlink element write: %w", err)
-		}
-		if set == nil || set.Name != name || verb != o.verb {
-			if err := send(); err != nil {
+			name := containerNames[obj.c]
+			w.room(name, add)
+			key := e.beginElement()
+			var err error
+			if e.buf, err = appendKey(e.buf, name, obj.key, w.ipv6); err != nil {
 				return err
 			}
-			set, verb = &gnftables.Set{Table: table, Name: name, IsMap: isMap}, o.verb
-		}
-		// Element by element: one Service's slots alone (a Service
-		// with thousands of endpoints) can outgrow a message.
-		for _, e := range more {
-			size := elementBytes(e)
-			if msgBytes+size > maxMessageBytes {
-				if err := send(); err != nil {
-					return err
+			e.endKey(key)
+			if add && !obj.c.isSet() {
+				// The dispatch maps' values are "goto <chain>" (or "jump <chain>").
+				code, chain, err := parseVerdict(obj.value)
+				if err != nil {
+					return fmt.Errorf("%s element %q: %w", name, obj.key, err)
 				}
+				e.verdict(code, chain)
 			}
-			elems = append(elems, e)
-			msgBytes += size
+			e.endElement()
+		default:
+			return fmt.Errorf("%T is not an element this writer handles", o.obj)
 		}
-	}
-	if err := send(); err != nil {
-		return err
-	}
-	if err := conn.Flush(); err != nil {
-		return fmt.Errorf("netlink batch of %d element operations: %w", len(ops), err)
 	}
 	return nil
+}
+
+// room opens a new message for the next element unless the open one is of
+// the same set and kind and has room for it.
+func (w *netlinkElements) room(set string, add bool) {
+	e := &w.enc
+	if e.msgStart >= 0 && set == w.set && add == w.add && e.elementsBytes()+maxElementBytes <= maxMessageBytes {
+		return
+	}
+	e.endMessage()
+	e.beginMessage(add, set)
+	w.set, w.add = set, add
 }
 
 // maxMessageBytes bounds the elements of one message: they are one netlink
@@ -295,44 +261,40 @@ func (w *netlinkElements) batch(conn *gnftables.Conn, ops []op) error {
 // refused the whole batch with ENOENT.
 const maxMessageBytes = 32 << 10
 
-// elementBytes is about what e takes in a message: its key and value, a
-// verdict's chain name, and the attribute headers around them.
-func elementBytes(e gnftables.SetElement) int {
-	n := 48 + len(e.Key) + len(e.Val)
-	if e.VerdictData != nil {
-		n += len(e.VerdictData.Chain)
-	}
-	return n
+// maxElementBytes is more than one element takes in a message: a hairpin
+// key of two IPv6 addresses (40 bytes), or a verdict naming a chain (at most
+// 256 bytes), and the attribute headers around them.
+const maxElementBytes = 512
+
+// appendSlotKey appends a slot number as the map key "numgen random mod N"
+// yields: numgen writes a 32-bit register in host byte order, and nft
+// declares its key type as a host-endian integer.
+func appendSlotKey(out []byte, slot uint32) []byte {
+	return binary.NativeEndian.AppendUint32(out, slot)
 }
 
-// slotElements encodes a batch's slots, with their values when adding.
-func (w *netlinkElements) slotElements(b *slotBatch, withValues bool) ([]gnftables.SetElement, error) {
-	elems := make([]gnftables.SetElement, 0, b.to-b.from)
-	for i := b.from; i < b.to; i++ {
-		e := gnftables.SetElement{Key: slotKey(b.base + uint32(i))}
-		if withValues {
-			addr, port, ok := strings.Cut(b.values[i], " . ")
-			if !ok {
-				return nil, fmt.Errorf("map %s slot %d: value %q is not \"ip . port\"", b.name, b.base+uint32(i), b.values[i])
-			}
-			var err error
-			if e.Val, err = appendAddr(nil, addr, w.ipv6); err == nil {
-				e.Val, err = appendPort(e.Val, port)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("map %s slot %d: %w", b.name, b.base+uint32(i), err)
-			}
-		}
-		elems = append(elems, e)
+// appendSlotValue appends an endpoint map's "ip . port" value.
+func appendSlotValue(out []byte, value string, ipv6 bool) ([]byte, error) {
+	addr, port, ok := strings.Cut(value, " . ")
+	if !ok {
+		return out, fmt.Errorf("value %q is not \"ip . port\"", value)
 	}
-	return elems, nil
+	out, err := appendAddr(out, addr, ipv6)
+	if err == nil {
+		out, err = appendPort(out, port)
+	}
+	return out, err
 }
 
-// slotKey encodes a slot number as the map key "numgen random mod N" yields:
-// numgen writes a 32-bit register in host byte order, and nft declares its
-// key type as a host-endian integer.
-func slotKey(slot uint32) []byte {
-	return binary.NativeEndian.AppendUint32(nil, slot)
+// parseVerdict parses a dispatch map's value, "goto <chain>" or
+// "jump <chain>".
+func parseVerdict(value string) (int32, string, error) {
+	verb, chain, _ := strings.Cut(value, " ")
+	code, ok := map[string]int32{"goto": verdictGoto, "jump": verdictJump}[verb]
+	if !ok || chain == "" || strings.ContainsAny(chain, " ") {
+		return 0, "", fmt.Errorf("value %q is not a goto or jump to a chain", value)
+	}
+	return code, chain, nil
 }
 
 // The kernel stores a concatenation ("ip daddr . tcp dport", or the
@@ -345,7 +307,7 @@ func appendAddr(out []byte, text string, ipv6 bool) ([]byte, error) {
 	addr, err := netip.ParseAddr(text)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("bad address %q: %w", text, err)
+		return out, fmt.Errorf("bad address %q: %w", text, err)
 	case ipv6 && addr.Is6() && !addr.Is4In6():
 		a := addr.As16()
 		return append(out, a[:]...), nil
@@ -353,14 +315,14 @@ func appendAddr(out []byte, text string, ipv6 bool) ([]byte, error) {
 		a := addr.As4()
 		return append(out, a[:]...), nil
 	}
-	return nil, fmt.Errorf("address %q is not of the table's family", text)
+	return out, fmt.Errorf("address %q is not of the table's family", text)
 }
 
 // appendPort appends a port and its padding.
 func appendPort(out []byte, text string) ([]byte, error) {
 	port, err := strconv.ParseUint(text, 10, 16)
 	if err != nil {
-		return nil, fmt.Errorf("bad port %q: %w", text, err)
+		return out, fmt.Errorf("bad port %q: %w", text, err)
 	}
 	return append(binary.BigEndian.AppendUint16(out, uint16(port)), 0, 0), nil
 }
@@ -372,7 +334,7 @@ var protocolNumbers = map[string]byte{"tcp": 6, "udp": 17, "sctp": 132}
 func appendProto(out []byte, text string) ([]byte, error) {
 	proto, ok := protocolNumbers[text]
 	if !ok {
-		return nil, fmt.Errorf("unknown protocol %q", text)
+		return out, fmt.Errorf("unknown protocol %q", text)
 	}
 	return append(out, proto, 0, 0, 0), nil
 }
@@ -386,39 +348,29 @@ var keyFields = map[string]string{
 	serviceNodePortsMap:   "pn",
 }
 
-// encodeElement encodes a writable element (writable); the value,
-// a verdict, only when adding.
-func (w *netlinkElements) encodeElement(e *knftables.Element, withValue bool) (gnftables.SetElement, error) {
-	name := e.Set + e.Map
-	fields := keyFields[name]
-	if len(e.Key) != len(fields) {
-		return gnftables.SetElement{}, fmt.Errorf("%s element %q does not have %d fields", name, strings.Join(e.Key, " . "), len(fields))
-	}
-	var key []byte
-	var err error
+// appendKey appends the key of an element of set (a writable one), given as
+// nft writes it ("172.30.0.41 . tcp . 80").
+func appendKey(out []byte, set, key string, ipv6 bool) ([]byte, error) {
+	fields := keyFields[set]
+	rest := key
 	for i, f := range []byte(fields) {
+		field, more, found := strings.Cut(rest, " . ")
+		if found != (i < len(fields)-1) {
+			return out, fmt.Errorf("%s element %q does not have %d fields", set, key, len(fields))
+		}
+		rest = more
+		var err error
 		switch f {
 		case 'a':
-			key, err = appendAddr(key, e.Key[i], w.ipv6)
+			out, err = appendAddr(out, field, ipv6)
 		case 'p':
-			key, err = appendProto(key, e.Key[i])
+			out, err = appendProto(out, field)
 		case 'n':
-			key, err = appendPort(key, e.Key[i])
+			out, err = appendPort(out, field)
 		}
 		if err != nil {
-			return gnftables.SetElement{}, fmt.Errorf("%s element %q: %w", name, strings.Join(e.Key, " . "), err)
+			return out, fmt.Errorf("%s element %q: %w", set, key, err)
 		}
 	}
-	out := gnftables.SetElement{Key: key}
-	if e.Map == "" || !withValue {
-		return out, nil
-	}
-	// The dispatch maps' values are "goto <chain>" (or "jump <chain>").
-	verb, chain, _ := strings.Cut(strings.Join(e.Value, " . "), " ")
-	kind, ok := map[string]expr.VerdictKind{"goto": expr.VerdictGoto, "jump": expr.VerdictJump}[verb]
-	if !ok || chain == "" || strings.ContainsAny(chain, " ") {
-		return gnftables.SetElement{}, fmt.Errorf("%s element %q: value %q is not a goto or jump to a chain", name, strings.Join(e.Key, " . "), strings.Join(e.Value, " . "))
-	}
-	out.VerdictData = &expr.Verdict{Kind: kind, Chain: chain}
 	return out, nil
 }

@@ -298,27 +298,33 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 		}
 	}
 	nodePortsChanged := full || len(in.removed) > 0
-	for name, svc := range u.Services {
-		if !full && !u.Changed(name.NamespacedName) {
-			continue
-		}
-		var m *serviceModel
-		var ss *syncedService
-		if tp := u.Policy(name); tp != nil {
-			m, ss = p.model(ctx, name, svc, tp)
-		}
-		if m == nil {
-			// A port the node-local model leaves out must not keep the
-			// rules an earlier sync gave it.
-			if old := p.synced[name]; old != nil {
-				in.removed = append(in.removed, old.owner)
-				delete(p.synced, name)
+	in.each = func(yield func(string, *serviceModel) bool) {
+		for name, svc := range u.Services {
+			if !full && !u.Changed(name.NamespacedName) {
+				continue
 			}
-			continue
+			var m *serviceModel
+			var ss *syncedService
+			if tp := u.Policy(name); tp != nil {
+				m, ss = p.model(ctx, name, svc, tp)
+			}
+			if m == nil {
+				// A port the node-local model leaves out must not keep the
+				// rules an earlier sync gave it.
+				if old := p.synced[name]; old != nil {
+					delete(p.synced, name)
+					if !yield(old.owner, nil) {
+						return
+					}
+				}
+				continue
+			}
+			p.synced[name] = ss
+			nodePortsChanged = true
+			if !yield(m.owner, m) {
+				return
+			}
 		}
-		p.synced[name] = ss
-		in.services = append(in.services, m)
-		nodePortsChanged = true
 	}
 	if u.ServiceCIDRsChanged || full {
 		p.syncer.setServiceCIDRs(strings.Join(u.ServiceCIDRs, ","))
