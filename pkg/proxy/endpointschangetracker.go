@@ -142,38 +142,29 @@ func (em EndpointsMap) Update(ect *EndpointsChangeTracker) UpdateEndpointsMapRes
 	changes := ect.endpointSliceCache.checkoutChanges()
 	for nn, change := range changes {
 		if ect.processEndpointsMapChange != nil {
-			ect.processEndpointsMapChange(change.previous, change.current)
+			ect.processEndpointsMapChange(change.previous.asMap(), change.current.asMap())
 		}
 		result.UpdatedServices.Insert(nn)
 
-		for spn := range change.previous {
-			if _, ok := change.current[spn]; !ok {
-				ect.logger.V(3).Info("Removing service endpoints", "portName", spn)
+		for _, p := range change.previous {
+			if !change.current.has(p.name) {
+				ect.logger.V(3).Info("Removing service endpoints", "portName", p.name)
 			}
-			delete(em, spn)
+			delete(em, p.name)
 		}
-		for spn, eps := range change.current {
+		for _, p := range change.current {
 			if ect.logger.V(3).Enabled() {
-				ect.logger.V(3).Info("Setting service endpoints", "portName", spn, "endpoints", formatEndpointsList(eps))
+				ect.logger.V(3).Info("Setting service endpoints", "portName", p.name, "endpoints", formatEndpointsList(p.eps))
 			}
-			em[spn] = eps
+			em[p.name] = p.eps
 		}
 
 		if !result.ConntrackCleanupRequired {
-			result.ConntrackCleanupRequired = hasUDPPort(change.previous) || hasUDPPort(change.current)
+			result.ConntrackCleanupRequired = change.previous.hasUDP() || change.current.hasUDP()
 		}
 	}
 	ect.checkoutTriggerTimes(result.LastChangeTriggerTimes)
 	return result
-}
-
-func hasUDPPort(m EndpointsMap) bool {
-	for spn := range m {
-		if spn.Protocol == v1.ProtocolUDP {
-			return true
-		}
-	}
-	return false
 }
 
 func formatEndpointsList(endpoints []Endpoint) []string {

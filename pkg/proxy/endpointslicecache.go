@@ -49,7 +49,7 @@ type endpointSliceTracker struct {
 	// appliedEndpoints is the EndpointsMap computed from applied at the
 	// last checkout. Keeping it means each change converts only the new
 	// state, not the old one again.
-	appliedEndpoints EndpointsMap
+	appliedEndpoints serviceEndpoints
 }
 
 // endpointSliceData is one pending add/update (remove=false) or delete.
@@ -118,8 +118,6 @@ func (cache *EndpointSliceCache) updatePending(serviceKey types.NamespacedName, 
 		tracker = &endpointSliceTracker{
 			applied: map[string]*discovery.EndpointSlice{},
 			pending: map[string]*endpointSliceData{},
-			// Non-nil so the first change reports an empty "before".
-			appliedEndpoints: EndpointsMap{},
 		}
 		cache.trackerByServiceMap[serviceKey] = tracker
 	}
@@ -163,11 +161,11 @@ func (cache *EndpointSliceCache) checkoutChanges() map[types.NamespacedName]*end
 }
 
 // endpointsMapFromSlices converts the slices of one Service into its
-// EndpointsMap, with each port's endpoints sorted by String() so that
-// results are stable and cheap to diff.
-func (cache *EndpointSliceCache) endpointsMapFromSlices(serviceNN types.NamespacedName, slicesByName map[string]*discovery.EndpointSlice) EndpointsMap {
+// endpoints by port, ports in name order, each port's endpoints sorted by
+// String() so that results are stable and cheap to diff.
+func (cache *EndpointSliceCache) endpointsMapFromSlices(serviceNN types.NamespacedName, slicesByName map[string]*discovery.EndpointSlice) serviceEndpoints {
 	if len(slicesByName) == 0 {
-		return EndpointsMap{}
+		return nil
 	}
 	names := make([]string, 0, len(slicesByName))
 	for name := range slicesByName {
@@ -195,7 +193,7 @@ func (cache *EndpointSliceCache) endpointsMapFromSlices(serviceNN types.Namespac
 		}
 	}
 
-	m := make(EndpointsMap, len(byPort))
+	out := make(serviceEndpoints, 0, len(byPort))
 	for spn, set := range byPort {
 		if len(set) == 0 {
 			continue
@@ -205,9 +203,10 @@ func (cache *EndpointSliceCache) endpointsMapFromSlices(serviceNN types.Namespac
 			list = append(list, ep)
 		}
 		slices.SortFunc(list, func(a, b Endpoint) int { return strings.Compare(a.String(), b.String()) })
-		m[spn] = list
+		out = append(out, portEndpoints{name: spn, eps: list})
 	}
-	return m
+	slices.SortFunc(out, func(a, b portEndpoints) int { return CompareServicePortNames(a.name, b.name) })
+	return out
 }
 
 func (cache *EndpointSliceCache) validPort(slice *discovery.EndpointSlice, i int, port *discovery.EndpointPort, serviceNN types.NamespacedName) (ServicePortName, int, bool) {

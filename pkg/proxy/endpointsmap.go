@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -14,8 +15,49 @@ type EndpointsMap map[ServicePortName][]Endpoint
 
 // endpointsChange is the before and after of one Service's endpoints.
 type endpointsChange struct {
-	previous EndpointsMap
-	current  EndpointsMap
+	previous serviceEndpoints
+	current  serviceEndpoints
+}
+
+// serviceEndpoints is one Service's endpoints by port, in port name order:
+// the EndpointSliceCache keeps one per Service for the process's life, and
+// most Services have one or two ports. As an EndpointsMap each took ~700
+// bytes (a map's smallest table has room for 8 entries), ~6 MB at 10k
+// Services; as a list, ~100 bytes.
+type serviceEndpoints []portEndpoints
+
+type portEndpoints struct {
+	name ServicePortName
+	eps  []Endpoint
+}
+
+// has reports whether name is one of the ports.
+func (se serviceEndpoints) has(name ServicePortName) bool {
+	for i := range se {
+		if se[i].name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hasUDP reports whether a port is UDP.
+func (se serviceEndpoints) hasUDP() bool {
+	for i := range se {
+		if se[i].name.Protocol == v1.ProtocolUDP {
+			return true
+		}
+	}
+	return false
+}
+
+// asMap returns the ports and their endpoints as an EndpointsMap.
+func (se serviceEndpoints) asMap() EndpointsMap {
+	m := make(EndpointsMap, len(se))
+	for _, p := range se {
+		m[p.name] = p.eps
+	}
+	return m
 }
 
 // LocalReadyEndpoints returns, per Service, how many distinct IPs of local

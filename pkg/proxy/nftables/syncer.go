@@ -159,7 +159,15 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.view.setOwner(owner, nil)
 	}
 	if in.each != nil {
+		var c *collector
+		if in.full {
+			c = newCollector()
+		}
+		n := 0
 		for owner, m := range in.each {
+			if n++; c != nil && n%64 == 0 {
+				c.maybe()
+			}
 			if m == nil {
 				s.view.setOwner(owner, nil)
 			} else {

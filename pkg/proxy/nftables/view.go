@@ -475,7 +475,11 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 
 // pending records what the believed state becomes once the plan is applied.
 type pending struct {
-	elems   []pendingElem
+	// elemKeys are the element keys the diff looked at, per container:
+	// once applied, each holds what is wanted (or nothing). Keeping the
+	// keys rather than a record per changed element saves a cold start at
+	// 10k Services ~6 MB of allocation while the plan is built.
+	elemKeys [numContainers][]string
 	chains  []*chainSpec // chain written (or flushed: empty rules)
 	sets    []setSpec
 	delSet  []string
@@ -492,10 +496,8 @@ type pendingSlots struct {
 }
 
 type pendingElem struct {
-	c     container
-	key   string
-	value string
-	del   bool
+	c   container
+	key string
 }
 
 // diff appends to pl the operations that turn the believed state into the
@@ -603,12 +605,13 @@ func (v *view) diff(pl *plan) *pending {
 	}
 	for _, c := range order {
 		keys := v.elems[c].takeTouched()
+		pend.elemKeys[c] = keys
 		for _, key := range keys {
 			want := v.elems[c].want[key]
 			have, exists := v.elems[c].have[key]
 			switch {
 			case want == nil && exists:
-				removals = append(removals, pendingElem{c: c, key: key, del: true})
+				removals = append(removals, pendingElem{c: c, key: key})
 			case want == nil:
 			case !exists || have != want.value:
 				if exists {
@@ -616,7 +619,6 @@ func (v *view) diff(pl *plan) *pending {
 				}
 				pl.addElement(c, key, want.value, want.comment)
 				pl.endUnit()
-				pend.elems = append(pend.elems, pendingElem{c: c, key: key, value: want.value})
 			}
 		}
 	}
@@ -624,7 +626,6 @@ func (v *view) diff(pl *plan) *pending {
 		pl.deleteElement(r.c, r.key)
 		pl.endUnit()
 	}
-	pend.elems = append(pend.elems, removals...)
 
 	for _, chain := range touchedSlots {
 		want, have := v.epSlots.want[chain], v.epSlots.have[chain]
@@ -700,11 +701,13 @@ func (v *view) addEndpointMap(pl *plan, pend *pending, i int) bool {
 
 // commit makes the believed state match a successfully applied plan.
 func (v *view) commit(pend *pending, now time.Time) {
-	for _, e := range pend.elems {
-		if e.del {
-			delete(v.elems[e.c].have, e.key)
-		} else {
-			v.elems[e.c].have[e.key] = e.value
+	for c, keys := range pend.elemKeys {
+		for _, key := range keys {
+			if want := v.elems[c].want[key]; want != nil {
+				v.elems[c].have[key] = want.value
+			} else {
+				delete(v.elems[c].have, key)
+			}
 		}
 	}
 	for _, ch := range pend.chains {
