@@ -150,6 +150,7 @@ var columns = []struct {
 	{"add service", func(r result) figure { return exact(median(r.AddMs)) }, fmtMs},
 	{"no-op", func(r result) figure { return exact(median(r.NoopMs)) }, fmtMs},
 	{"peak RSS", func(r result) figure { return exact(float64(r.PeakRSSKiB) / 1024) }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
+	{"live heap", func(r result) figure { return exact(r.LiveHeapMiB) }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
 	// The floor: the same final ruleset loaded in one go into an empty
 	// namespace, and the full sync as a multiple of it (issue 19, item 5).
 	{"kernel-only load", func(r result) figure {

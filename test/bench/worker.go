@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -183,6 +184,11 @@ func worker(spec string) error {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err == nil {
 		r.PeakRSSKiB = self.Maxrss // KiB on Linux
 	}
+	// After the peak is read: a collection here cannot lower it.
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.LiveHeapMiB = float64(ms.HeapAlloc) / (1 << 20)
 	r.Rules, r.Elements, err = countRules(mode)
 	if err != nil {
 		return err
@@ -210,6 +216,8 @@ func writeHeapProfile(path string) error {
 		return fmt.Errorf("heap profile: %w", err)
 	}
 	defer f.Close()
+	// A heap profile shows the heap as of the last collection.
+	runtime.GC()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		return fmt.Errorf("heap profile %s: %w", path, err)
 	}

@@ -197,6 +197,10 @@ func (w *netlinkElements) close() {
 func (w *netlinkElements) encode(ops []op) error {
 	e := &w.enc
 	e.reset(e.seq)
+	if need := batchBytes(ops); cap(e.buf) < need {
+		// Sized once for the largest batch, not grown by copies.
+		e.buf = append(make([]byte, 0, need), e.buf...)
+	}
 	for _, o := range ops {
 		add := o.verb == opAdd
 		switch obj := o.obj.(type) {
@@ -241,6 +245,22 @@ func (w *netlinkElements) encode(ops []op) error {
 		}
 	}
 	return nil
+}
+
+// batchBytes is about what encoding ops takes, a little more than less: per
+// element its attributes and key (~60 bytes), its value or its verdict's
+// chain name, and per message its header and names.
+func batchBytes(ops []op) int {
+	n := 4096
+	for _, o := range ops {
+		switch obj := o.obj.(type) {
+		case *slotBatch:
+			n += (obj.to - obj.from) * 80
+		case *elemOp:
+			n += 96 + len(obj.value)
+		}
+	}
+	return n + n/maxMessageBytes*128
 }
 
 // room opens a new message for the next element unless the open one is of

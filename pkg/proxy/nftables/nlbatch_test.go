@@ -75,7 +75,11 @@ func TestBatchMatchesGoogleNFTables(t *testing.T) {
 			if err := w.encode(pl.ops); err != nil {
 				t.Fatal(err)
 			}
-			got := canonical(t, splitBatch(t, w.enc.finish()))
+			batch := w.enc.finish()
+			if len(batch) > batchBytes(pl.ops) {
+				t.Errorf("batch of %d bytes, batchBytes reserved %d", len(batch), batchBytes(pl.ops))
+			}
+			got := canonical(t, splitBatch(t, batch))
 
 			want := canonical(t, googleBatch(t, tc.family, pl.ops, w.ipv6))
 			for i := range want {
@@ -237,7 +241,11 @@ func TestBatchSplitsLongRuns(t *testing.T) {
 	if err := w.encode(pl.ops); err != nil {
 		t.Fatal(err)
 	}
-	msgs := splitBatch(t, w.enc.finish())
+	batch := w.enc.finish()
+	if len(batch) > batchBytes(pl.ops) {
+		t.Errorf("batch of %d bytes, batchBytes reserved %d", len(batch), batchBytes(pl.ops))
+	}
+	msgs := splitBatch(t, batch)
 	if len(msgs) < 4 { // begin, at least two element messages, end
 		t.Fatalf("%d messages, want the 3000 elements cut into several", len(msgs))
 	}

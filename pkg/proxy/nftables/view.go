@@ -146,7 +146,9 @@ func (t *tracked[H, W]) touchAll() {
 // takeTouched returns the touched names, sorted, and forgets them.
 func (t *tracked[H, W]) takeTouched() []string {
 	names := sortedKeys(t.touched)
-	clear(t.touched)
+	// A new map, not clear: a cleared map keeps the table it grew to, and a
+	// full sync touches every name once.
+	t.touched = map[string]struct{}{}
 	return names
 }
 
@@ -702,6 +704,11 @@ func (v *view) addEndpointMap(pl *plan, pend *pending, i int) bool {
 // commit makes the believed state match a successfully applied plan.
 func (v *view) commit(pend *pending, now time.Time) {
 	for c, keys := range pend.elemKeys {
+		if len(v.elems[c].have) == 0 && len(keys) > 0 {
+			// A cold start fills the map at once: sized for it, it is
+			// not copied as it grows (~6 MB at 10k Services).
+			v.elems[c].have = make(map[string]string, len(keys))
+		}
 		for _, key := range keys {
 			if want := v.elems[c].want[key]; want != nil {
 				v.elems[c].have[key] = want.value
