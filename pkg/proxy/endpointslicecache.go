@@ -42,14 +42,47 @@ type EndpointSliceCache struct {
 	pendingServices sets.Set[types.NamespacedName]
 }
 
-// endpointSliceTracker is the per-Service state of the cache.
+// endpointSliceTracker is the per-Service state of the cache. A cluster has
+// one per Service, most with one slice and nothing pending, so applied is a
+// short list and pending is nil between syncs: as two maps they took ~500
+// bytes per Service (a map's smallest table has room for 8 entries), ~5 MB
+// at 10k Services.
 type endpointSliceTracker struct {
-	applied map[string]*discovery.EndpointSlice
-	pending map[string]*endpointSliceData
+	applied []namedSlice                  // by name
+	pending map[string]*endpointSliceData // nil when nothing is pending
 	// appliedEndpoints is the EndpointsMap computed from applied at the
 	// last checkout. Keeping it means each change converts only the new
 	// state, not the old one again.
 	appliedEndpoints serviceEndpoints
+}
+
+// namedSlice is an applied EndpointSlice and its name.
+type namedSlice struct {
+	name  string
+	slice *discovery.EndpointSlice
+}
+
+// appliedSlice returns the applied slice named name.
+func (t *endpointSliceTracker) appliedSlice(name string) (*discovery.EndpointSlice, bool) {
+	i, found := slices.BinarySearchFunc(t.applied, name, func(a namedSlice, name string) int { return strings.Compare(a.name, name) })
+	if !found {
+		return nil, false
+	}
+	return t.applied[i].slice, true
+}
+
+// apply applies one pending change to applied.
+func (t *endpointSliceTracker) apply(name string, data *endpointSliceData) {
+	i, found := slices.BinarySearchFunc(t.applied, name, func(a namedSlice, name string) int { return strings.Compare(a.name, name) })
+	switch {
+	case data.remove && found:
+		t.applied = slices.Delete(t.applied, i, i+1)
+	case data.remove:
+	case found:
+		t.applied[i].slice = data.endpointSlice
+	default:
+		t.applied = slices.Insert(t.applied, i, namedSlice{name: name, slice: data.endpointSlice})
+	}
 }
 
 // endpointSliceData is one pending add/update (remove=false) or delete.
@@ -104,7 +137,7 @@ func (cache *EndpointSliceCache) updatePending(serviceKey types.NamespacedName, 
 			if pending.remove == remove && reflect.DeepEqual(pending.endpointSlice, slice) {
 				return false
 			}
-		} else if applied, ok := tracker.applied[sliceKey]; ok {
+		} else if applied, ok := tracker.appliedSlice(sliceKey); ok {
 			if !remove && reflect.DeepEqual(applied, slice) {
 				return false
 			}
@@ -115,11 +148,11 @@ func (cache *EndpointSliceCache) updatePending(serviceKey types.NamespacedName, 
 		if remove {
 			return false
 		}
-		tracker = &endpointSliceTracker{
-			applied: map[string]*discovery.EndpointSlice{},
-			pending: map[string]*endpointSliceData{},
-		}
+		tracker = &endpointSliceTracker{}
 		cache.trackerByServiceMap[serviceKey] = tracker
+	}
+	if tracker.pending == nil {
+		tracker.pending = map[string]*endpointSliceData{}
 	}
 	tracker.pending[sliceKey] = &endpointSliceData{endpointSlice: slice, remove: remove}
 	cache.pendingServices.Insert(serviceKey)
@@ -139,13 +172,9 @@ func (cache *EndpointSliceCache) checkoutChanges() map[types.NamespacedName]*end
 			continue
 		}
 		for name, data := range tracker.pending {
-			if data.remove {
-				delete(tracker.applied, name)
-			} else {
-				tracker.applied[name] = data.endpointSlice
-			}
+			tracker.apply(name, data)
 		}
-		clear(tracker.pending)
+		tracker.pending = nil
 
 		current := cache.endpointsMapFromSlices(serviceNN, tracker.applied)
 		changes[serviceNN] = &endpointsChange{previous: tracker.appliedEndpoints, current: current}
@@ -163,21 +192,15 @@ func (cache *EndpointSliceCache) checkoutChanges() map[types.NamespacedName]*end
 // endpointsMapFromSlices converts the slices of one Service into its
 // endpoints by port, ports in name order, each port's endpoints sorted by
 // String() so that results are stable and cheap to diff.
-func (cache *EndpointSliceCache) endpointsMapFromSlices(serviceNN types.NamespacedName, slicesByName map[string]*discovery.EndpointSlice) serviceEndpoints {
-	if len(slicesByName) == 0 {
+func (cache *EndpointSliceCache) endpointsMapFromSlices(serviceNN types.NamespacedName, applied []namedSlice) serviceEndpoints {
+	if len(applied) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(slicesByName))
-	for name := range slicesByName {
-		names = append(names, name)
-	}
-	// Which copy of an endpoint present in two slices wins must not depend
-	// on map iteration order.
-	slices.Sort(names)
-
+	// applied is in name order, so which copy of an endpoint present in two
+	// slices wins does not depend on the order the slices arrived in.
 	byPort := map[ServicePortName]map[string]Endpoint{}
-	for _, name := range names {
-		slice := slicesByName[name]
+	for _, as := range applied {
+		slice := as.slice
 		for i := range slice.Ports {
 			port := &slice.Ports[i]
 			spn, portNum, ok := cache.validPort(slice, i, port, serviceNN)
