@@ -71,7 +71,14 @@ type plan struct {
 	unitEnds  []int // op index after each unit
 	unitSizes []int
 	unitStart int // size at the start of the open unit
+	// pace, if set, is called every paceUnits units: a full sync's
+	// collector, so that planning a cold start (~100k units at 10k
+	// Services, most of them kept until applied) does not pile its garbage
+	// on top of them.
+	pace func()
 }
+
+const paceUnits = 1024
 
 func (pl *plan) add(obj knftables.Object)    { pl.push(op{opAdd, obj}, 1) }
 func (pl *plan) flush(obj knftables.Object)  { pl.push(op{opFlush, obj}, 1) }
@@ -113,6 +120,9 @@ func (pl *plan) endUnit() {
 		pl.unitEnds = append(pl.unitEnds, len(pl.ops))
 		pl.unitSizes = append(pl.unitSizes, pl.size-pl.unitStart)
 		pl.unitStart = pl.size
+		if pl.pace != nil && len(pl.unitEnds)%paceUnits == 0 {
+			pl.pace()
+		}
 	}
 }
 

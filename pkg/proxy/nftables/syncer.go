@@ -137,6 +137,13 @@ type syncResult struct {
 // sync programs the kernel. With nothing to change it makes no kernel call.
 func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	pl := &plan{}
+	// A full sync keeps its heap near what it holds live (collector) while
+	// it generates, plans and applies.
+	var col *collector
+	if in.full {
+		col = newCollector()
+		pl.pace = col.maybe
+	}
 	if in.full {
 		s.setup(pl)
 		s.view.resetDesired()
@@ -159,14 +166,10 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 		s.view.setOwner(owner, nil)
 	}
 	if in.each != nil {
-		var c *collector
-		if in.full {
-			c = newCollector()
-		}
 		n := 0
 		for owner, m := range in.each {
-			if n++; c != nil && n%64 == 0 {
-				c.maybe()
+			if n++; col != nil && n%64 == 0 {
+				col.maybe()
 			}
 			if m == nil {
 				s.view.setOwner(owner, nil)
@@ -211,7 +214,7 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	var err error
 	if s.elements != nil && (in.full || pl.size > s.maxOps) {
 		// Not one atomic transaction anyway: elements can go over netlink.
-		res.transactions, err = s.applySegments(ctx, pl)
+		res.transactions, err = s.applySegments(ctx, pl, col)
 	} else {
 		err = pl.each(s.nft, s.maxOps, func(tx *knftables.Transaction) error {
 			res.transactions++
@@ -243,11 +246,15 @@ func (s *syncer) run(ctx context.Context, tx *knftables.Transaction, which strin
 // in batches (see elementUnit), everything else through nft in transactions
 // of at most maxOps, in plan order, so that every state in between is one
 // that cutting the plan into transactions alone could produce. It returns
-// how many transactions and batches it ran.
-func (s *syncer) applySegments(ctx context.Context, pl *plan) (int, error) {
+// how many transactions and batches it ran. c, if set, may collect between
+// them: a transaction's rendered text and objects (~0.6 KB per operation)
+// are garbage once nft has run.
+func (s *syncer) applySegments(ctx context.Context, pl *plan, c *collector) (int, error) {
 	n := 0
 	err := pl.eachGroup(s.maxOps, elementUnit, func(ops []op, elements bool) error {
-		n++
+		if n++; n > 1 && c != nil {
+			c.maybe()
+		}
 		if elements && s.writeOps(ctx, ops) {
 			return nil
 		}
