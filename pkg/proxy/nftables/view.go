@@ -482,13 +482,13 @@ type pending struct {
 	// keys rather than a record per changed element saves a cold start at
 	// 10k Services ~6 MB of allocation while the plan is built.
 	elemKeys [numContainers][]string
-	chains  []*chainSpec // chain written (or flushed: empty rules)
-	sets    []setSpec
-	delSet  []string
-	stale   []string
-	slots   []pendingSlots
-	epMaps  []int // endpoint maps created
-	retired int   // how many of view.retired were deleted
+	chains   []*chainSpec // chain written (or flushed: empty rules)
+	sets     []setSpec
+	delSet   []string
+	stale    []string
+	slots    []pendingSlots
+	epMaps   []int // endpoint maps created
+	retired  int   // how many of view.retired were deleted
 }
 
 // pendingSlots: chain's slots hold want (nil: nothing) once applied.
