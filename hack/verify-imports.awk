@@ -47,11 +47,6 @@ function allowed(from, to) {
 		# gRPC and protobuf only in the node-local state's wire packages (schema, server,
 		# client); the rest of the brain and the library stay free of them.
 		if (grpcpkg(fromPkg) && to ~ /^google\.golang\.org\/(grpc|protobuf)(\/|$)/) return 1
-		# The nftables backend writes endpoint map elements over netlink with the library
-		# knftables itself lists through (issue 19: nft's cache dump dominated small syncs).
-		# Its socket is sized for large batches with mdlayher/netlink, which google/nftables
-		# hands its socket options.
-		if (from == "backend" && backend(fromPkg) == "nftables" && to ~ /^github\.com\/(google\/nftables|mdlayher\/netlink)(\/|$)/) return 1
 		if (from == "backend")
 			return layer(to) == "backend" || to ~ /^sigs\.k8s\.io\/knftables(\/|$)/ || to ~ /^github\.com\/Microsoft\/hnslib(\/|$)/
 		return 0

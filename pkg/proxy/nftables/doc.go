@@ -45,7 +45,7 @@
 // affinity sets included. Upstream leaves a flushed table until its hourly
 // full sync.
 //
-// Elements over netlink (elements.go): nft 1.0.6 dumps every chain of the
+// Elements over netlink (elements.go, nlbatch.go): nft 1.0.6 dumps every chain of the
 // ruleset into its cache before any change, and parses one command per
 // element. So on the host's own table (not dry runs or a caller's
 // knftables.Interface; gate NFTablesNetlink, as knftables' netlink listing)
@@ -76,7 +76,9 @@
 // config, conntrack, healthcheck, metrics, runner, util, apis/config),
 // pkg/features, the library's node-local model pkg/proxy/localnode,
 // pkg/proxy/localnodeportproxy, pkg/proxy/metaproxier,
-// sigs.k8s.io/knftables, github.com/google/nftables (the netlink library
-// knftables itself lists with; only elements.go), and the usual k8s.io
-// staging libraries. No other backend.
+// sigs.k8s.io/knftables, golang.org/x/sys/unix (the element batches,
+// nlbatch.go, are encoded by hand), and the usual k8s.io staging libraries;
+// tests also import github.com/google/nftables and mdlayher/netlink, to
+// check those batches byte for byte against the library knftables itself
+// lists with. No other backend.
 package nftables
