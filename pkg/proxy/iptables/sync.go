@@ -12,6 +12,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
@@ -82,14 +83,23 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (out syncs
 		p.gen.counters = counters
 	}
 	t := &p.tables
+	// A full sync keeps its heap near what it holds live while it renders
+	// (proxyutil.HeapPacer).
+	var pacer *proxyutil.HeapPacer
+	if full {
+		pacer = proxyutil.NewHeapPacer()
+	}
 	p.view.syncPorts(u)
 	p.gen.begin(t)
-	skippedRules := p.renderPorts(ctx, t, u, full)
+	skippedRules := p.renderPorts(ctx, t, u, full, pacer)
 	stale := p.staleChains(full)
 	for _, c := range stale {
 		t.natChains.chainLine(c)
 	}
 	p.gen.end(t, p.nodePortIPs())
+	if pacer != nil {
+		pacer.Pace()
+	}
 
 	filter, natTop := p.view.topLevelWrites(t, full, time.Now(), p.syncPeriod)
 	p.reportRules(t, filter, natTop, skippedRules)
@@ -130,9 +140,13 @@ func (p *Proxier) syncFailed(full bool) {
 
 // renderPorts adds every service port's rules to t in order: re-rendered
 // if the port changed (or on a full sync), else as last rendered. It
-// returns how many rules of the ports' own chains it left out.
-func (p *Proxier) renderPorts(ctx context.Context, t *tables, u *syncshell.Update, full bool) (skippedRules int) {
-	for _, name := range p.view.order {
+// returns how many rules of the ports' own chains it left out. pacer, if
+// set, may collect as it goes.
+func (p *Proxier) renderPorts(ctx context.Context, t *tables, u *syncshell.Update, full bool, pacer *proxyutil.HeapPacer) (skippedRules int) {
+	for i, name := range p.view.order {
+		if pacer != nil && i%64 == 63 {
+			pacer.Pace()
+		}
 		svc, ok := u.Services[name]
 		if !ok {
 			continue

@@ -70,7 +70,9 @@ type syncer struct {
 	// leftover scan reuses what ensureJumpRules read.
 	saveBuf  bytes.Buffer
 	natSaved bool
-	data     []byte // restore input, reused between syncs
+	// data is the restore input, reused between syncs up to
+	// keptRestoreBytes (see restore).
+	data []byte
 	// chunks splits large nat restores on iptables-nft (chunks.go).
 	chunks chunking
 }
@@ -219,6 +221,10 @@ func (s *syncer) natChains() (chains sets.Set[utiliptables.Chain], ok bool) {
 	return utiliptables.GetChainsFromTable(s.saveBuf.Bytes()), true
 }
 
+// keptRestoreBytes is the largest restore input buffer kept for the next
+// sync.
+const keptRestoreBytes = 4 << 20
+
 // emptyRestore is the restore input of a sync with nothing to write.
 const emptyRestore = "*nat\nCOMMIT\n"
 
@@ -234,6 +240,12 @@ func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Ch
 	}
 	s.logger.V(9).Info("Restoring iptables", "rules", s.data)
 	err := s.ipt.RestoreAll(s.data, utiliptables.NoFlushTables, utiliptables.RestoreCounters)
+	if cap(s.data) > keptRestoreBytes && err == nil {
+		// A full sync's input is the whole ruleset (~40 MB at 10k Services
+		// on legacy); kept, it was ~a fifth of the live heap for the
+		// process's life, while a partial sync's input is a few chains.
+		s.data = nil
+	}
 	if err == nil {
 		return true, nil
 	}

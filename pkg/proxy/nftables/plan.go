@@ -72,7 +72,7 @@ type plan struct {
 	unitSizes []int
 	unitStart int // size at the start of the open unit
 	// pace, if set, is called every paceUnits units: a full sync's
-	// collector, so that planning a cold start (~100k units at 10k
+	// HeapPacer, so that planning a cold start (~100k units at 10k
 	// Services, most of them kept until applied) does not pile its garbage
 	// on top of them.
 	pace func()

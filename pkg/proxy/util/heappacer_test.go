@@ -1,4 +1,4 @@
-package nftables
+package util
 
 import (
 	"runtime"
@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestCollector: maybe collects once the heap grew by an eighth of the live
-// heap, and never while the live heap is under collectorMinLive.
-func TestCollector(t *testing.T) {
-	// Only maybe may collect during the test.
+// TestHeapPacer: Pace collects once the heap grew by an eighth of the live
+// heap, and never while the live heap is under pacerMinLive.
+func TestHeapPacer(t *testing.T) {
+	// Only Pace may collect during the test.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	numGC := func() uint32 {
 		var ms runtime.MemStats
@@ -25,32 +25,32 @@ func TestCollector(t *testing.T) {
 	}
 
 	runtime.GC()
-	c := newCollector()
+	c := NewHeapPacer()
 	before := numGC()
 	garbage(16)
-	c.maybe()
+	c.Pace()
 	if got := numGC() - before; got != 0 {
 		t.Errorf("a small live heap: %d collections, want none", got)
 	}
 
-	live := make([][]byte, 64) // 64 MB live: maybe collects after ~8 MB
+	live := make([][]byte, 64) // 64 MB live: Pace collects after ~8 MB
 	for i := range live {
 		live[i] = make([]byte, 1<<20)
 	}
 	runtime.GC()
-	c = newCollector()
+	c = NewHeapPacer()
 	before = numGC()
 	garbage(2)
-	c.maybe()
+	c.Pace()
 	if got := numGC() - before; got != 0 {
 		t.Errorf("2 MB over 64 MB live: %d collections, want none", got)
 	}
 	garbage(8)
-	c.maybe()
+	c.Pace()
 	if got := numGC() - before; got != 1 {
 		t.Errorf("10 MB over 64 MB live: %d collections, want 1", got)
 	}
-	c.maybe()
+	c.Pace()
 	if got := numGC() - before; got != 1 {
 		t.Errorf("right after a collection: %d collections in all, want 1", got)
 	}
