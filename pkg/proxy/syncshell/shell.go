@@ -96,8 +96,6 @@ type Update struct {
 
 	changed  sets.Set[types.NamespacedName]
 	policies map[proxy.ServicePortName]*proxy.TrafficPolicy
-	// resolve resolves the policy of a port this update did not change.
-	resolve func(proxy.ServicePortName) *proxy.TrafficPolicy
 }
 
 // Changed reports whether the Service name's ports or endpoints changed
@@ -115,15 +113,9 @@ func (u *Update) ChangedServices() sets.Set[types.NamespacedName] {
 }
 
 // Policy returns the resolved traffic policy of a service port, or nil if
-// the port is not to be programmed (see Validator). The policies of the
-// ports this update changed are resolved before Sync is called; another
-// port's is resolved when asked for, so Policy may only be called during
-// the Sync the update was handed to.
+// the port is not to be programmed (see Validator).
 func (u *Update) Policy(name proxy.ServicePortName) *proxy.TrafficPolicy {
-	if tp, ok := u.policies[name]; ok || u.resolve == nil {
-		return tp
-	}
-	return u.resolve(name)
+	return u.policies[name]
 }
 
 // NewUpdate builds an Update by hand, for testing a backend without a Shell:
@@ -262,16 +254,11 @@ type Shell struct {
 	againQueued  atomic.Bool
 	successCount atomic.Uint64
 
-	mu        sync.Mutex // guards everything below
-	services  proxy.ServicePortMap
-	endpoints proxy.EndpointsMap
-	topology  map[string]string
-	// ports holds, for every port with a policy, whether it drops internal
-	// or external traffic for want of a local endpoint, so that the counts
-	// follow changes. Only this, not the policy: the policies are resolved
-	// for the ports a sync changes and dropped after it (kept, they were
-	// ~5 MB at 10k Services, for the process's life).
-	ports              map[proxy.ServicePortName]noLocal
+	mu                 sync.Mutex // guards everything below
+	services           proxy.ServicePortMap
+	endpoints          proxy.EndpointsMap
+	topology           map[string]string
+	policies           map[proxy.ServicePortName]*proxy.TrafficPolicy
 	noLocalInt         int
 	noLocalExt         int
 	needFull           bool
@@ -308,7 +295,7 @@ func New(ctx context.Context, opts Options, b Backend) (*Shell, error) {
 		backend:   b,
 		services:  proxy.ServicePortMap{},
 		endpoints: proxy.EndpointsMap{},
-		ports:     map[proxy.ServicePortName]noLocal{},
+		policies:  map[proxy.ServicePortName]*proxy.TrafficPolicy{},
 		needFull:  true,
 	}
 	s.checker, _ = b.(RulesChecker)
@@ -490,18 +477,7 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 		ServiceCIDRs:             s.serviceCIDRs,
 		ServiceCIDRsChanged:      s.cidrsChanged,
 		ConntrackCleanupRequired: epResult.ConntrackCleanupRequired,
-	}
-	if full {
-		u.policies = make(map[proxy.ServicePortName]*proxy.TrafficPolicy, len(s.services))
-	} else {
-		u.policies = map[proxy.ServicePortName]*proxy.TrafficPolicy{}
-	}
-	u.resolve = func(name proxy.ServicePortName) *proxy.TrafficPolicy {
-		if _, ok := s.ports[name]; !ok {
-			return nil
-		}
-		tp := s.resolvePolicy(name, s.services[name])
-		return &tp
+		policies:                 s.policies,
 	}
 	if !full {
 		u.changed = svcResult.UpdatedServices.Union(epResult.UpdatedServices)
@@ -559,17 +535,13 @@ func (s *Shell) notify(full bool, start time.Time, err error) {
 	}
 }
 
-// noLocal says whether a port drops internal or external traffic for want
-// of a local endpoint.
-type noLocal struct{ internal, external bool }
-
-// resolvePolicies resolves the traffic policies of the ports u says changed
-// (all of them for a full sync) into u and returns the ports whose policy
-// went away. The no-local-endpoint counts follow.
+// resolvePolicies brings the per-port traffic policies up to date for the
+// ports u says changed (all of them for a full sync) and returns the ports
+// whose policy went away. The no-local-endpoint counts follow the cache.
 func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
 	var removed []proxy.ServicePortName
 	if u.Full || u.ServicesChanged {
-		for name := range s.ports {
+		for name := range s.policies {
 			if _, ok := s.services[name]; !ok {
 				removed = append(removed, name)
 				s.forgetPolicy(name)
@@ -585,14 +557,16 @@ func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
 			removed = append(removed, name)
 			continue
 		}
-		tp := s.resolvePolicy(name, svc)
-		u.policies[name] = &tp
-		nl := noLocal{internal: tp.NoLocalInternal(), external: tp.NoLocalExternal()}
-		s.ports[name] = nl
-		if nl.internal {
+		eps := s.endpoints[name]
+		if s.validate != nil {
+			eps = proxy.UsableEndpoints(eps, func(ep proxy.Endpoint) bool { return s.validate.ValidEndpoint(name, ep) }, nil)
+		}
+		tp := proxy.ResolveTrafficPolicy(svc, eps, s.opts.NodeName, s.topology)
+		s.policies[name] = &tp
+		if tp.NoLocalInternal() {
 			s.noLocalInt++
 		}
-		if nl.external {
+		if tp.NoLocalExternal() {
 			s.noLocalExt++
 		}
 	}
@@ -600,28 +574,18 @@ func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
 	return removed
 }
 
-// resolvePolicy resolves the traffic policy of a valid port from its usable
-// endpoints.
-func (s *Shell) resolvePolicy(name proxy.ServicePortName, svc proxy.ServicePort) proxy.TrafficPolicy {
-	eps := s.endpoints[name]
-	if s.validate != nil {
-		eps = proxy.UsableEndpoints(eps, func(ep proxy.Endpoint) bool { return s.validate.ValidEndpoint(name, ep) }, nil)
-	}
-	return proxy.ResolveTrafficPolicy(svc, eps, s.opts.NodeName, s.topology)
-}
-
 func (s *Shell) forgetPolicy(name proxy.ServicePortName) {
-	nl, ok := s.ports[name]
-	if !ok {
+	tp := s.policies[name]
+	if tp == nil {
 		return
 	}
-	if nl.internal {
+	if tp.NoLocalInternal() {
 		s.noLocalInt--
 	}
-	if nl.external {
+	if tp.NoLocalExternal() {
 		s.noLocalExt--
 	}
-	delete(s.ports, name)
+	delete(s.policies, name)
 }
 
 // report runs after a successful sync: metrics, health, conntrack.

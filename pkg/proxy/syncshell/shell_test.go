@@ -397,19 +397,6 @@ func TestPoliciesAndNoLocalMetric(t *testing.T) {
 	if v := noLocal(); v != 0 || b.last(t).full {
 		t.Fatalf("no-local internal = %v (full=%v), want 0 after a partial sync", v, b.last(t).full)
 	}
-	// The shell keeps no policies between syncs: the ports this sync did not
-	// change are resolved when the backend asks, to what a full resolution
-	// gives, and a refused port still has none.
-	got = b.last(t).policies
-	want = map[string]proxy.NoEndpointsAction{"ns/remote-only:p": proxy.Forward, "ns/none:p": proxy.Reject, "ns/ok:p": proxy.Forward}
-	if len(got) != len(want) {
-		t.Fatalf("partial sync: policies for %d ports, want %d (invalid port left out): %v", len(got), len(want), got)
-	}
-	for name, action := range want {
-		if got[name] == nil || got[name].Internal != action {
-			t.Errorf("partial sync: %s: policy %+v, want internal %v", name, got[name], action)
-		}
-	}
 	// Deleting the Service forgets its contribution.
 	s.OnEndpointSliceUpdate(nil, slice("remote-only", endpoint{"10.1.0.1", "node-b", true}))
 	syncNow(t, s)
