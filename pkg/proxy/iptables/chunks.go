@@ -4,6 +4,7 @@ package iptables
 
 import (
 	"bytes"
+	"math"
 	"slices"
 
 	utiliptables "k8s.io/net-utils/iptables"
@@ -22,7 +23,7 @@ import (
 // nat blocks, fed to one iptables-restore, cost O(R·k) for blocks of k
 // chains. Each COMMIT in turn makes the kernel validate the table's jump
 // graph (nft_table_validate), O(table) per transaction, so blocks cannot be
-// tiny either; nftChunkChains balances the two (see test/bench/README.md).
+// tiny either; nftBlockChains balances the two (see test/bench/README.md).
 //
 // legacy iptables-restore rewrites the whole table on every COMMIT, so
 // there splitting would make the cost quadratic instead: only the
@@ -41,18 +42,32 @@ import (
 // (whole ports, not yet dispatched to if new), the sync fails as any failed
 // restore does, and the full sync that follows rewrites everything.
 
-// nftChunkChains is the most service chains one nat block declares when a
-// restore is split (the last block can hold fewer). Measured on iptables
-// 1.8.9: at 10k Services, blocks of 250 chains spend the time saved in
-// userspace on kernel validation, blocks of 4000 go back to the list walk.
-const nftChunkChains = 1000
+// nftBlockChains returns how many service chains one nat block declares
+// when a restore is split and the nat table holds tableChains service
+// chains once it is applied. A block of k chains costs the list walk
+// O(k) per command, so O(C·k) over a restore of C chains; each of its C/k
+// COMMITs costs a validation of the whole table, O(tableChains). The sum
+// is least for k proportional to √tableChains. The factor is measured on
+// iptables 1.8.9 and kernel 6.18 (full syncs of test/bench's cluster, ours
+// alone): at 1k Services (11k chains) blocks of 370 chains took 694–734 ms,
+// of 500 733–805 ms and of 1000 779–960 ms; at 10k (110k chains) blocks of
+// 700 took 13.0 s, of 1000 12.1 s and of 1400 11.9 s. The floor keeps
+// small tables from being cut into blocks whose COMMITs cost more than the
+// walk they save.
+func nftBlockChains(tableChains int) int {
+	return max(nftMinBlockChains, int(3.5*math.Sqrt(float64(tableChains))))
+}
+
+const nftMinBlockChains = 250
 
 // chunking says whether and how the syncer splits nat restores.
 type chunking struct {
-	// decided is set once maxChains has been chosen from the iptables
-	// variant; tests set both directly.
+	// decided is set once split has been chosen from the iptables variant;
+	// tests set it, and split or maxChains, directly.
 	decided bool
-	// maxChains is nftChunkChains on iptables-nft, 0 (never split) else.
+	// split is set on iptables-nft: blocks of nftBlockChains.
+	split bool
+	// maxChains, if set, is a fixed block size instead (tests).
 	maxChains int
 
 	// Scratch space reused between syncs.
@@ -73,15 +88,22 @@ type ruleLine struct {
 	min        int32 // lowest declaration index it names
 }
 
-// limit returns the split threshold for ipt, deciding it on first use.
-func (c *chunking) limit(ipt utiliptables.Interface) int {
+// limit returns the block size for ipt's restores into a nat table of
+// tableChains service chains, or 0 if they are not split; the variant is
+// decided on first use.
+func (c *chunking) limit(ipt utiliptables.Interface, tableChains int) int {
 	if !c.decided {
 		c.decided = true
-		if fd, ok := ipt.(utiliptables.FeatureDetector); ok && fd.Features().Variant == utiliptables.VariantNFT {
-			c.maxChains = nftChunkChains
-		}
+		fd, ok := ipt.(utiliptables.FeatureDetector)
+		c.split = ok && fd.Features().Variant == utiliptables.VariantNFT
 	}
-	return c.maxChains
+	switch {
+	case c.maxChains > 0:
+		return c.maxChains
+	case c.split:
+		return nftBlockChains(tableChains)
+	}
+	return 0
 }
 
 // restoreInput is tables.restoreInput, split into several nat blocks when
@@ -122,6 +144,9 @@ func (c *chunking) restoreInput(dst []byte, t *tables, filter, natTop bool, stal
 	if cuts == nil {
 		return t.restoreInput(dst[:start], filter, natTop, stale)
 	}
+	// Each block adds its header and COMMIT, and the first block repeats
+	// KUBE-MARK-MASQ's declaration and rules.
+	dst = slices.Grow(dst, t.inputSize(stale)+(len(cuts)+2)*len("*nat\nCOMMIT\n")+t.natTopChains+t.natTopRules)
 
 	if natTop {
 		// Port chains jump to KUBE-MARK-MASQ, which must exist before

@@ -182,7 +182,7 @@ func TestRestoreChunksOnNFT(t *testing.T) {
 			env.start(t)
 			input := env.restore[0]
 			if tc.wantBlocks {
-				checkChunked(t, input, nftChunkChains)
+				checkChunked(t, input, nftBlockChains(env.p.view.chains))
 			} else if n := len(natBlocks(t, input)); n != 1 {
 				t.Errorf("want one nat block, got %d", n)
 			}
@@ -381,7 +381,7 @@ func BenchmarkChunkedRestoreInput(b *testing.B) {
 			t := &p.tables
 			var c chunking
 			var dst []byte
-			for _, max := range []int{0, nftChunkChains} {
+			for _, max := range []int{0, nftBlockChains(p.view.chains)} {
 				b.Run(fmt.Sprintf("max=%d", max), func(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {

@@ -195,6 +195,11 @@ func checkConvergence(t *testing.T, seed uint64, steps int) {
 				fresh.p.OnEndpointSliceAdd(s)
 			}
 			fresh.start(t)
+			// The count that sizes split restores' blocks follows the
+			// ports' chains through every change.
+			if got, want := env.p.view.chains, countChains(env.p.view); got != want {
+				t.Fatalf("%s seed %d: after step %d (%s) the view counts %d chains, its ports have %d", f.family, seed, n, strings.Join(history, ", "), got, want)
+			}
 			got, want := normalizedTables(t, env), normalizedTables(t, fresh)
 			if got != want {
 				t.Fatalf("%s seed %d: after step %d (%s) the tables differ from a full sync of the same cluster:\n%s\nlast restore:\n%s",
@@ -202,6 +207,14 @@ func checkConvergence(t *testing.T, seed uint64, steps int) {
 			}
 		}
 	}
+}
+
+func countChains(v *view) int {
+	n := 0
+	for _, r := range v.ports {
+		n += len(r.chains)
+	}
+	return n
 }
 
 func TestPartialSyncConvergence(t *testing.T) {

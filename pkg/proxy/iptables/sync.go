@@ -90,6 +90,11 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (out syncs
 		pacer = proxyutil.NewHeapPacer()
 	}
 	p.view.syncPorts(u)
+	if full {
+		t.reserve(len(u.Services), endpoints)
+	} else {
+		t.release()
+	}
 	p.gen.begin(t)
 	skippedRules := p.renderPorts(ctx, t, u, full, pacer)
 	stale := p.staleChains(full)
@@ -111,7 +116,7 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (out syncs
 		"numNATChains", t.natChains.lines,
 		"numNATRules", t.natRules.lines+t.dispatch.lines,
 	)
-	wrote, err := p.syncer.restore(t, filter, natTop, stale)
+	wrote, err := p.syncer.restore(t, filter, natTop, stale, p.view.chains)
 	if err != nil {
 		return out, err
 	}

@@ -232,8 +232,8 @@ const emptyRestore = "*nat\nCOMMIT\n"
 // whether it did: a sync with nothing to write (no table, chain, rule or
 // stale chain) makes no call, as in nftables mode, so an explicit SyncNow
 // right after the informers' own sync costs nothing.
-func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Chain) (bool, error) {
-	s.data = s.chunks.restoreInput(s.data[:0], t, filter, natTop, stale, s.chunks.limit(s.ipt))
+func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Chain, tableChains int) (bool, error) {
+	s.data = s.chunks.restoreInput(s.data[:0], t, filter, natTop, stale, s.chunks.limit(s.ipt, tableChains))
 	if string(s.data) == emptyRestore {
 		s.logger.V(4).Info("Nothing to restore")
 		return false, nil

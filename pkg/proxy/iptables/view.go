@@ -26,6 +26,9 @@ type view struct {
 	// for deterministic output, rebuilt only when the set of ports changes.
 	ports map[proxy.ServicePortName]*portRules
 	order []proxy.ServicePortName
+	// chains counts the ports' chains: the service chains the nat table
+	// holds once this sync's restore is applied.
+	chains int
 
 	// stale holds chains to delete, with the service port that owned them
 	// (chain names embed a hash of the port, so no two ports share one);
@@ -67,6 +70,7 @@ func (v *view) syncPorts(u *syncshell.Update) {
 			for _, c := range r.chains {
 				v.stale[c] = name
 			}
+			v.chains -= len(r.chains)
 			delete(v.ports, name)
 		}
 	}
@@ -85,6 +89,7 @@ func (v *view) beginRender(name proxy.ServicePortName) *portRules {
 }
 
 func (v *view) endRender(name proxy.ServicePortName, r *portRules) {
+	v.chains += len(r.chains) - len(v.prevChains)
 	for _, c := range v.prevChains {
 		if !slices.Contains(r.chains, c) {
 			v.stale[c] = name
