@@ -393,3 +393,27 @@ func BenchmarkChunkedRestoreInput(b *testing.B) {
 		})
 	}
 }
+
+// TestBlockChains pins the block sizes the measurements in nftBlockChains'
+// comment chose between: about 370 chains for a 1k-Service table and about
+// 1160 for 10k, never under the floor, and growing with the table.
+func TestBlockChains(t *testing.T) {
+	for _, tc := range []struct{ table, lo, hi int }{
+		{0, nftMinBlockChains, nftMinBlockChains},
+		{2000, nftMinBlockChains, nftMinBlockChains},
+		{11_000, 350, 390},
+		{110_000, 1100, 1200},
+		{550_000, 2500, 2700},
+	} {
+		if got := nftBlockChains(tc.table); got < tc.lo || got > tc.hi {
+			t.Errorf("nftBlockChains(%d) = %d, want %d..%d", tc.table, got, tc.lo, tc.hi)
+		}
+	}
+	for n, prev := 0, 0; n < 1_000_000; n += 997 {
+		if got := nftBlockChains(n); got < prev {
+			t.Fatalf("nftBlockChains(%d) = %d, less than %d for a smaller table", n, got, prev)
+		} else {
+			prev = got
+		}
+	}
+}

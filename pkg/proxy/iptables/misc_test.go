@@ -271,3 +271,34 @@ func TestJumpRulesEnsured(t *testing.T) {
 		t.Errorf("after repair jumps are %v, want %v", got, want)
 	}
 }
+
+// TestLargeSyncBuffersReleased: the nat buffers a large full sync fills
+// (every port's chains) are dropped before the next partial sync, which
+// writes only the changed port, and a full sync sizes them again.
+func TestLargeSyncBuffersReleased(t *testing.T) {
+	ipt := &discardIPTables{}
+	p, slcs := benchProxier(t, ipt, 2000, 10)
+	held := func() int { return cap(p.tables.natRules.b) + cap(p.tables.natChains.b) }
+	if held() <= keptRestoreBytes {
+		t.Fatalf("a 2000-Service full sync left %d bytes of nat buffers, want more than %d for this test to mean anything", held(), keptRestoreBytes)
+	}
+	full := ipt.lastRestore
+	toggleEndpoint(p, slcs, 0)
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	if held() > keptRestoreBytes {
+		t.Errorf("after a partial sync the nat buffers hold %d bytes, want at most %d", held(), keptRestoreBytes)
+	}
+	if ipt.lastRestore*100 > full {
+		t.Errorf("partial restore is %d bytes against %d for the full sync: it should be the changed port only", ipt.lastRestore, full)
+	}
+	p.RequestFullSync()
+	if err := p.SyncNow(); err != nil {
+		t.Fatal(err)
+	}
+	// One endpoint address differs from the first full sync's.
+	if d := ipt.lastRestore - full; d < -100 || d > 100 {
+		t.Errorf("full sync after release restored %d bytes, want about %d as the first time", ipt.lastRestore, full)
+	}
+}
