@@ -40,18 +40,6 @@ func ips(s ...string) []net.IP {
 	return out
 }
 
-func cidrs(s ...string) []*net.IPNet {
-	out := []*net.IPNet{}
-	for _, x := range s {
-		_, n, err := netutils.ParseCIDRSloppy(x)
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
 // info is the expected view of one BaseServicePortInfo.
 type info struct {
 	ClusterIP     string

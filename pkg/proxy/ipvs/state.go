@@ -24,10 +24,6 @@ type vsKey struct {
 	proto string
 }
 
-func (k vsKey) compare(o vsKey) int {
-	return cmp.Or(k.addr.Compare(o.addr), cmp.Compare(k.port, o.port), strings.Compare(k.proto, o.proto))
-}
-
 // rsKey identifies a real server of a virtual server.
 type rsKey struct {
 	addr netip.Addr
