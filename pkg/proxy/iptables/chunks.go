@@ -182,7 +182,7 @@ func (c *chunking) restoreInput(dst []byte, t *tables, filter, natTop bool, stal
 		dst = append(dst, t.filterRules.b...)
 		dst = append(dst, "COMMIT\n"...)
 	}
-	if natTop || len(stale) > 0 {
+	if natTop || len(stale) > 0 || len(t.edits.b) > 0 {
 		dst = append(dst, "*nat\n"...)
 		if natTop {
 			dst = append(dst, t.natChains.b[:t.natTopChains]...)
@@ -191,6 +191,8 @@ func (c *chunking) restoreInput(dst []byte, t *tables, filter, natTop bool, stal
 		if natTop {
 			dst = append(dst, t.natRules.b[:t.natTopRules]...)
 			dst = append(dst, t.dispatch.b...)
+		} else {
+			dst = append(dst, t.edits.b...)
 		}
 		for _, s := range stale {
 			dst = append(dst, "-X "...)

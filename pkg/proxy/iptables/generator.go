@@ -60,6 +60,10 @@ type tables struct {
 	filterChains, filterRules ruleBuf
 	natChains, natRules       ruleBuf
 	dispatch                  ruleBuf
+	// edits, when a partial sync edits the dispatch chains in place
+	// (edits.go), are its "-D" and "-I" lines; editInserts counts the "-I".
+	edits       ruleBuf
+	editInserts int
 
 	natTopChains, natTopRules, natTopLines int
 
@@ -127,6 +131,8 @@ func (g *generator) begin(t *tables) {
 	t.natChains.reset()
 	t.natRules.reset()
 	t.dispatch.reset()
+	t.edits.reset()
+	t.editInserts = 0
 
 	for _, c := range [...]utiliptables.Chain{kubeServicesChain, kubeExternalServicesChain, kubeForwardChain, kubeNodePortsChain, kubeProxyFirewallChain} {
 		t.filterChains.chainLine(c)
@@ -557,7 +563,7 @@ func (t *tables) sortedDecls(dst, decls []byte) []byte {
 // size.
 func (t *tables) inputSize(stale []utiliptables.Chain) int {
 	size := len("*filter\nCOMMIT\n*nat\nCOMMIT\n") + len(t.filterChains.b) + len(t.filterRules.b) +
-		len(t.natChains.b) + len(t.natRules.b) + len(t.dispatch.b)
+		len(t.natChains.b) + len(t.natRules.b) + len(t.dispatch.b) + len(t.edits.b)
 	for _, c := range stale {
 		size += len("-X \n") + len(c)
 	}
@@ -587,6 +593,9 @@ func (t *tables) restoreInput(dst []byte, filter, natTop bool, stale []utiliptab
 		dst = append(dst, t.dispatch.b...)
 	} else {
 		dst = append(dst, t.natRules.b[t.natTopRules:]...)
+		// After the ports' chains, which new rules jump to, and before
+		// the stale chains' deletion, which removed rules jumped to.
+		dst = append(dst, t.edits.b...)
 	}
 	for _, c := range stale {
 		dst = append(dst, "-X "...)

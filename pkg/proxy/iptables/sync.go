@@ -209,7 +209,7 @@ func (p *Proxier) reportRules(t *tables, filter, natTop bool, skippedRules int) 
 	natLines := t.natRules.lines + t.dispatch.lines
 	natWritten := natLines
 	if !natTop {
-		natWritten -= t.natTopLines + t.dispatch.lines
+		natWritten -= t.natTopLines + t.dispatch.lines - t.editInserts
 	}
 	filterWritten := 0
 	if filter {

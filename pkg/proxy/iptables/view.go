@@ -140,13 +140,15 @@ func (v *view) leftovers(existing sets.Set[utiliptables.Chain]) []utiliptables.C
 // leave undeclared chains alone). Upstream rewrites them on every sync,
 // which also repairs them if someone flushed one but left the canary; to
 // keep that repair within a syncPeriod of the next change, they are written
-// at least once per period anyway, and on every full sync.
+// at least once per period anyway, and on every full sync. Otherwise, when
+// only dispatch rules changed, they are edited in place (t.edits, edits.go)
+// and natTop is false.
 func (v *view) topLevelWrites(t *tables, full bool, now time.Time, period time.Duration) (filter, natTop bool) {
 	if full || !v.valid || now.Sub(v.lastTopLevelWrite) >= period {
 		return true, true
 	}
 	filter = !bytes.Equal(t.filterChains.b, v.filterChains.b) || !bytes.Equal(t.filterRules.b, v.filterRules.b)
-	natTop = !bytes.Equal(t.dispatch.b, v.dispatch.b)
+	natTop = !bytes.Equal(t.dispatch.b, v.dispatch.b) && !t.editDispatch(v.dispatch.b)
 	return filter, natTop
 }
 
@@ -157,7 +159,7 @@ func (v *view) commit(t *tables, filter, natTop bool, now time.Time) {
 		t.filterChains, v.filterChains = v.filterChains, t.filterChains
 		t.filterRules, v.filterRules = v.filterRules, t.filterRules
 	}
-	if natTop {
+	if natTop || len(t.edits.b) > 0 {
 		t.dispatch, v.dispatch = v.dispatch, t.dispatch
 	}
 	v.valid = true
