@@ -24,7 +24,9 @@
 // io.Writer and reads as an empty kernel (dryrun.go). On iptables-nft a
 // large restore is fed as several nat transactions, whole service ports
 // each, dispatch last (chunks.go): one big one costs iptables-nft-restore
-// time quadratic in its chains.
+// time quadratic in its chains. A partial sync that changes only dispatch
+// rules (a Service added or removed) edits KUBE-SERVICES and KUBE-NODEPORTS
+// in place instead of rewriting them (edits.go).
 //
 // Model: each re-rendered service port is converted into the library's
 // node-local model (pkg/proxy/localnode, what third-party backends and the

@@ -14,9 +14,11 @@ import (
 // Adding or removing a Service changes a few rules of KUBE-SERVICES and
 // KUBE-NODEPORTS, which at 10k Services hold ~10k rules, each jumping to a
 // different chain. Declared in a restore, such a chain is flushed and all
-// its rules written again: on iptables-nft that is ~1.5 s at 10k, 72% of it
-// in iptables-nft-restore's sorted chain-name list (chunks.go), against
-// ~0.3 CPU-s for one "-I KUBE-SERVICES <position>" (test/bench/README.md).
+// its rules written again: on iptables-nft adding a Service at 10k took
+// 1.46–1.70 s, 72% of the restore in iptables-nft-restore's sorted
+// chain-name list (chunks.go); with edits it takes 374–430 ms, what
+// appending any one rule costs there (test/bench/README.md). Legacy
+// rewrites the whole table either way.
 // So a partial sync whose top-level nat chains differ from the kernel's
 // only in these rules deletes the rules that went ("-D chain rule", by
 // their text, so a kernel that does not hold them fails the restore and the
