@@ -127,14 +127,10 @@ func TestJumpRestoreRaceFallsBack(t *testing.T) {
 // The jump restore is valid input for the kernel's iptables-restore, on
 // both backends: no Ensure call and no failed restore on a cold start.
 func TestKernelJumpRulesInOneRestore(t *testing.T) {
-	for _, variant := range []string{"nft", "legacy"} {
-		for _, f := range families {
-			t.Run(variant+"/"+string(f.family), func(t *testing.T) {
-				real, _ := kernelIPTables(t, variant, f)
-				ipt := &jumpCountingIPTables{Interface: real}
-				env := kernelProxier(t, f, ipt)
-				checkJumpSyncs(t, env, ipt, func() string { return save(t, real) })
-			})
-		}
-	}
+	eachBackend(t, func(t *testing.T, variant string, f fam) {
+		real, _ := kernelIPTables(t, variant, f)
+		ipt := &jumpCountingIPTables{Interface: real}
+		env := kernelProxier(t, f, ipt)
+		checkJumpSyncs(t, env, ipt, func() string { return save(t, real) })
+	})
 }

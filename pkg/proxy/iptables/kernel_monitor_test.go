@@ -36,99 +36,95 @@ func (m *monitorWaiter) Monitor(canary utiliptables.Chain, tables []utiliptables
 // firewall reload does, and expects the real canary Monitor to notice and
 // the resulting full sync to restore service handling, jumps included.
 func TestKernelCanaryMonitor(t *testing.T) {
-	for _, variant := range []string{"nft", "legacy"} {
-		for _, f := range families {
-			t.Run(variant+"/"+string(f.family), func(t *testing.T) {
-				real, ns := kernelIPTables(t, variant, f)
-				bin := "iptables"
-				if f.family == v1.IPv6Protocol {
-					bin = "ip6tables"
-				}
-				ipt := &monitorWaiter{Interface: real, done: make(chan struct{})}
-				stop := make(chan struct{})
-				// Registered after kernelNetns, so it runs before the
-				// namespace and PATH are torn down.
-				t.Cleanup(func() {
-					close(stop)
-					select {
-					case <-ipt.done:
-					case <-time.After(30 * time.Second):
-						t.Errorf("canary Monitor did not stop")
-					}
-				})
-
-				_, ctx := ktesting.NewTestContext(t)
-				cfg := newTestConfig(envConfig{})
-				cfg.SyncPeriod = metav1.Duration{Duration: 100 * time.Millisecond} // the Monitor's poll interval
-				p, err := NewProxierWithOptions(ctx, cfg, f.family, ipt, sysctltest.NewFake(), proxyutil.NewDetectLocalByCIDR(f.clusterCIDR),
-					testNodeName, net.ParseIP(f.node), nil, nil, false,
-					WithConntrack(conntrack.NewFake()), WithNFAcct(nil), WithServiceHealthServer(&recordingHealthServer{}),
-					WithNetworkInterfacer(testNetwork(f)), WithStopCh(stop))
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.OnServiceAdd(f.stdService(nil))
-				p.OnEndpointSliceAdd(f.stdSlice())
-				p.OnServiceSynced()
-				p.OnEndpointSlicesSynced()
-
-				served := func() (bool, string) {
-					text := save(t, real)
-					rs, err := parseRuleset(text)
-					if err != nil {
-						t.Fatalf("parsing iptables-save: %v\n%s", err, text)
-					}
-					outs, err := newTracer(rs, f.node, f.node2).trace(f.fromPod(f.pod(9), f.svc(1), 80))
-					if err != nil {
-						t.Fatalf("trace: %v", err)
-					}
-					return len(outs) == 2 && outs[0].dnat != "" && outs[1].dnat != "", text
-				}
-				waitFor := func(what string, cond func() bool) {
-					t.Helper()
-					deadline := time.Now().Add(30 * time.Second)
-					for !cond() {
-						if time.Now().After(deadline) {
-							t.Fatalf("timed out waiting for %s; iptables-save:\n%s", what, save(t, real))
-						}
-						time.Sleep(100 * time.Millisecond)
-					}
-				}
-				if ok, text := served(); !ok {
-					t.Fatalf("service not handled after the first sync:\n%s", text)
-				}
-				canaries := func() bool {
-					for _, table := range []utiliptables.Table{utiliptables.TableMangle, utiliptables.TableNAT, utiliptables.TableFilter} {
-						if ok, _ := real.ChainExists(table, kubeProxyCanaryChain); !ok {
-							return false
-						}
-					}
-					return true
-				}
-				waitFor("the Monitor to create its canaries", canaries)
-
-				// The firewall reload: every table flushed, every chain
-				// deleted. Named explicitly, so it cannot run on the host.
-				for _, table := range []string{"mangle", "nat", "filter"} {
-					for _, op := range []string{"-F", "-X"} {
-						if out, err := exec.Command("ip", "netns", "exec", ns, bin+"-"+variant, "-t", table, op).CombinedOutput(); err != nil {
-							t.Fatalf("%s -t %s %s: %v: %s", bin, table, op, err, out)
-						}
-					}
-				}
-				if ok, _ := served(); ok {
-					t.Fatalf("service still handled after wiping the tables")
-				}
-
-				waitFor("the Monitor-triggered resync to restore the service", func() bool { ok, _ := served(); return ok })
-				text := save(t, real)
-				for _, want := range []string{"-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES", "-A POSTROUTING -m comment --comment \"kubernetes postrouting rules\" -j KUBE-POSTROUTING", "-A FORWARD -m comment --comment \"kubernetes forwarding rules\" -j KUBE-FORWARD"} {
-					if !strings.Contains(text, want) {
-						t.Errorf("after the resync, iptables-save lacks %q", want)
-					}
-				}
-				waitFor("the Monitor to re-create its canaries", canaries)
-			})
+	eachBackend(t, func(t *testing.T, variant string, f fam) {
+		real, ns := kernelIPTables(t, variant, f)
+		bin := "iptables"
+		if f.family == v1.IPv6Protocol {
+			bin = "ip6tables"
 		}
-	}
+		ipt := &monitorWaiter{Interface: real, done: make(chan struct{})}
+		stop := make(chan struct{})
+		// Registered after kernelNetns, so it runs before the
+		// namespace and PATH are torn down.
+		t.Cleanup(func() {
+			close(stop)
+			select {
+			case <-ipt.done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("canary Monitor did not stop")
+			}
+		})
+
+		_, ctx := ktesting.NewTestContext(t)
+		cfg := newTestConfig(envConfig{})
+		cfg.SyncPeriod = metav1.Duration{Duration: 100 * time.Millisecond} // the Monitor's poll interval
+		p, err := NewProxierWithOptions(ctx, cfg, f.family, ipt, sysctltest.NewFake(), proxyutil.NewDetectLocalByCIDR(f.clusterCIDR),
+			testNodeName, net.ParseIP(f.node), nil, nil, false,
+			WithConntrack(conntrack.NewFake()), WithNFAcct(nil), WithServiceHealthServer(&recordingHealthServer{}),
+			WithNetworkInterfacer(testNetwork(f)), WithStopCh(stop))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.OnServiceAdd(f.stdService(nil))
+		p.OnEndpointSliceAdd(f.stdSlice())
+		p.OnServiceSynced()
+		p.OnEndpointSlicesSynced()
+
+		served := func() (bool, string) {
+			text := save(t, real)
+			rs, err := parseRuleset(text)
+			if err != nil {
+				t.Fatalf("parsing iptables-save: %v\n%s", err, text)
+			}
+			outs, err := newTracer(rs, f.node, f.node2).trace(f.fromPod(f.pod(9), f.svc(1), 80))
+			if err != nil {
+				t.Fatalf("trace: %v", err)
+			}
+			return len(outs) == 2 && outs[0].dnat != "" && outs[1].dnat != "", text
+		}
+		waitFor := func(what string, cond func() bool) {
+			t.Helper()
+			deadline := time.Now().Add(30 * time.Second)
+			for !cond() {
+				if time.Now().After(deadline) {
+					t.Fatalf("timed out waiting for %s; iptables-save:\n%s", what, save(t, real))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if ok, text := served(); !ok {
+			t.Fatalf("service not handled after the first sync:\n%s", text)
+		}
+		canaries := func() bool {
+			for _, table := range []utiliptables.Table{utiliptables.TableMangle, utiliptables.TableNAT, utiliptables.TableFilter} {
+				if ok, _ := real.ChainExists(table, kubeProxyCanaryChain); !ok {
+					return false
+				}
+			}
+			return true
+		}
+		waitFor("the Monitor to create its canaries", canaries)
+
+		// The firewall reload: every table flushed, every chain
+		// deleted. Named explicitly, so it cannot run on the host.
+		for _, table := range []string{"mangle", "nat", "filter"} {
+			for _, op := range []string{"-F", "-X"} {
+				if out, err := exec.Command("ip", "netns", "exec", ns, bin+"-"+variant, "-t", table, op).CombinedOutput(); err != nil {
+					t.Fatalf("%s -t %s %s: %v: %s", bin, table, op, err, out)
+				}
+			}
+		}
+		if ok, _ := served(); ok {
+			t.Fatalf("service still handled after wiping the tables")
+		}
+
+		waitFor("the Monitor-triggered resync to restore the service", func() bool { ok, _ := served(); return ok })
+		text := save(t, real)
+		for _, want := range []string{"-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES", "-A POSTROUTING -m comment --comment \"kubernetes postrouting rules\" -j KUBE-POSTROUTING", "-A FORWARD -m comment --comment \"kubernetes forwarding rules\" -j KUBE-FORWARD"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("after the resync, iptables-save lacks %q", want)
+			}
+		}
+		waitFor("the Monitor to re-create its canaries", canaries)
+	})
 }

@@ -141,114 +141,120 @@ func normalizeSave(s string) string {
 	return saveCommentRE.ReplaceAllString(counterRE.ReplaceAllString(s, "[0:0]"), "")
 }
 
-func TestKernel(t *testing.T) {
+// eachBackend runs body as a subtest for each iptables backend and IP
+// family; kernel tests skip, in kernelIPTables, where one is unusable.
+func eachBackend(t *testing.T, body func(t *testing.T, variant string, f fam)) {
 	for _, variant := range []string{"nft", "legacy"} {
 		for _, f := range families {
-			t.Run(variant+"/"+string(f.family), func(t *testing.T) {
-				real, _ := kernelIPTables(t, variant, f)
-				ipt := &corruptingIPTables{Interface: real}
-				env := kernelProxier(t, f, ipt)
-
-				sc := representativeCluster(f)
-				more, moreSlices := manyServices(f, 40, 4)
-				for _, s := range append(sc.services, more...) {
-					env.p.OnServiceAdd(s)
-				}
-				for _, s := range append(sc.slices, moreSlices...) {
-					env.p.OnEndpointSliceAdd(s)
-				}
-				env.p.OnServiceSynced()
-				env.p.OnEndpointSlicesSynced()
-				if !env.p.Initialized() || env.p.NeedsFullSync() {
-					t.Fatalf("first sync against the kernel failed")
-				}
-
-				// The kernel's own view, traced: the rules mean what the
-				// behaviour tests say, after the kernel parsed them.
-				checkTraces := func(stage string, wantSvc0 int) {
-					t.Helper()
-					text := save(t, real)
-					for _, c := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-FORWARD", "KUBE-PROXY-FIREWALL", "KUBE-EXTERNAL-SERVICES"} {
-						if !strings.Contains(text, ":"+c+" ") {
-							t.Errorf("%s: iptables-save lacks chain %s", stage, c)
-						}
-					}
-					rs, err := parseRuleset(text)
-					if err != nil {
-						t.Fatalf("%s: parsing iptables-save: %v\n%s", stage, err, text)
-					}
-					tr := newTracer(rs, f.node, f.node2)
-					expect := func(name string, pk packet, want int, verdict string) {
-						t.Helper()
-						outs, err := tr.trace(pk)
-						if err != nil {
-							t.Fatalf("%s: %s: %v", stage, name, err)
-						}
-						if len(outs) != want || outs[0].verdict != verdict {
-							t.Errorf("%s: %s: got %v, want %d outcomes with %s", stage, name, summary(outs), want, verdict)
-						}
-					}
-					expect("cluster IP", f.fromPod(f.pod(9), f.svc(1), 80), 2, "ACCEPT")
-					expect("LB, eTP Local", f.fromExt(f.lb, 443), 1, "ACCEPT")
-					expect("LB from disallowed source", packet{from: fromExternal, iif: "eth0", src: f.otherNode, dst: f.lb, proto: "tcp", dport: 443}, 1, "DROP")
-					expect("no endpoints", withProto(f.fromPod(f.pod(9), f.svc(3), 8080), "udp"), 1, "REJECT")
-					expect("iTP Local without local endpoints", withProto(f.fromPod(f.pod(9), f.svc(4), 53), "udp"), 1, "DROP")
-					expect("generated service 0", f.fromPod(f.pod(9), f.svcIndex(0), 80), wantSvc0, "ACCEPT")
-				}
-				checkTraces("full sync", 4)
-
-				// Partial sync: one endpoint fewer for generated service 0.
-				updateSlice(env.p, moreSlices, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:3] })
-				if err := env.p.SyncNow(); err != nil {
-					t.Fatalf("partial sync: %v", err)
-				}
-				// The kernel kept the top-level chains the restore left out.
-				if nat, filter := writesTopLevel(string(ipt.last)); len(nat) != 0 || filter {
-					t.Errorf("endpoint-only partial sync wrote top-level nat chains %v, filter %v:\n%s", nat, filter, ipt.last)
-				}
-				checkTraces("partial sync", 3)
-				goneSEP := string(endpointChainName("ns/svc0:p80", "tcp", f.hp(f.podIndex(3), 8080)))
-				if strings.Contains(save(t, real), goneSEP) {
-					t.Errorf("partial sync left stale chain %s", goneSEP)
-				}
-
-				// A restore the kernel rejects changes nothing, bumps the
-				// failure metric, and the next sync repairs.
-				before := normalizeSave(save(t, real))
-				failures := restoreFailures(t, f.family)
-				ipt.bad = true
-				updateSlice(env.p, moreSlices, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:2] })
-				err := env.p.SyncNow()
-				if !errors.Is(err, errSyncFailed) {
-					t.Fatalf("sync with a bad rule: got %v, want failure", err)
-				}
-				if got := restoreFailures(t, f.family); got != failures+1 {
-					t.Errorf("restore failure metric = %v, want %v", got, failures+1)
-				}
-				if after := normalizeSave(save(t, real)); after != before {
-					t.Errorf("failed restore changed the kernel's rules:\n%s", lineDiff(before, after))
-				}
-				ipt.bad = false
-				if err := env.p.SyncNow(); err != nil {
-					t.Fatalf("repair sync: %v", err)
-				}
-				checkTraces("repair", 2)
-
-				// Cleanup removes everything of ours (kubelet's KUBE-FIREWALL stays).
-				_, ctx := ktesting.NewTestContext(t)
-				if cleanupLeftoversForFamily(ctx, real) {
-					t.Errorf("cleanup reported errors")
-				}
-				left := save(t, real)
-				for _, l := range strings.Split(left, "\n") {
-					if strings.Contains(l, "KUBE-") && !strings.Contains(l, "KUBE-FIREWALL") {
-						t.Errorf("cleanup left: %s", l)
-					}
-				}
-				if t.Failed() {
-					t.Logf("final iptables-save:\n%s", left)
-				}
-			})
+			t.Run(variant+"/"+string(f.family), func(t *testing.T) { body(t, variant, f) })
 		}
 	}
+}
+
+func TestKernel(t *testing.T) {
+	eachBackend(t, func(t *testing.T, variant string, f fam) {
+		real, _ := kernelIPTables(t, variant, f)
+		ipt := &corruptingIPTables{Interface: real}
+		env := kernelProxier(t, f, ipt)
+
+		sc := representativeCluster(f)
+		more, moreSlices := manyServices(f, 40, 4)
+		for _, s := range append(sc.services, more...) {
+			env.p.OnServiceAdd(s)
+		}
+		for _, s := range append(sc.slices, moreSlices...) {
+			env.p.OnEndpointSliceAdd(s)
+		}
+		env.p.OnServiceSynced()
+		env.p.OnEndpointSlicesSynced()
+		if !env.p.Initialized() || env.p.NeedsFullSync() {
+			t.Fatalf("first sync against the kernel failed")
+		}
+
+		// The kernel's own view, traced: the rules mean what the
+		// behaviour tests say, after the kernel parsed them.
+		checkTraces := func(stage string, wantSvc0 int) {
+			t.Helper()
+			text := save(t, real)
+			for _, c := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-FORWARD", "KUBE-PROXY-FIREWALL", "KUBE-EXTERNAL-SERVICES"} {
+				if !strings.Contains(text, ":"+c+" ") {
+					t.Errorf("%s: iptables-save lacks chain %s", stage, c)
+				}
+			}
+			rs, err := parseRuleset(text)
+			if err != nil {
+				t.Fatalf("%s: parsing iptables-save: %v\n%s", stage, err, text)
+			}
+			tr := newTracer(rs, f.node, f.node2)
+			expect := func(name string, pk packet, want int, verdict string) {
+				t.Helper()
+				outs, err := tr.trace(pk)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", stage, name, err)
+				}
+				if len(outs) != want || outs[0].verdict != verdict {
+					t.Errorf("%s: %s: got %v, want %d outcomes with %s", stage, name, summary(outs), want, verdict)
+				}
+			}
+			expect("cluster IP", f.fromPod(f.pod(9), f.svc(1), 80), 2, "ACCEPT")
+			expect("LB, eTP Local", f.fromExt(f.lb, 443), 1, "ACCEPT")
+			expect("LB from disallowed source", packet{from: fromExternal, iif: "eth0", src: f.otherNode, dst: f.lb, proto: "tcp", dport: 443}, 1, "DROP")
+			expect("no endpoints", withProto(f.fromPod(f.pod(9), f.svc(3), 8080), "udp"), 1, "REJECT")
+			expect("iTP Local without local endpoints", withProto(f.fromPod(f.pod(9), f.svc(4), 53), "udp"), 1, "DROP")
+			expect("generated service 0", f.fromPod(f.pod(9), f.svcIndex(0), 80), wantSvc0, "ACCEPT")
+		}
+		checkTraces("full sync", 4)
+
+		// Partial sync: one endpoint fewer for generated service 0.
+		updateSlice(env.p, moreSlices, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:3] })
+		if err := env.p.SyncNow(); err != nil {
+			t.Fatalf("partial sync: %v", err)
+		}
+		// The kernel kept the top-level chains the restore left out.
+		if nat, filter := writesTopLevel(string(ipt.last)); len(nat) != 0 || filter {
+			t.Errorf("endpoint-only partial sync wrote top-level nat chains %v, filter %v:\n%s", nat, filter, ipt.last)
+		}
+		checkTraces("partial sync", 3)
+		goneSEP := string(endpointChainName("ns/svc0:p80", "tcp", f.hp(f.podIndex(3), 8080)))
+		if strings.Contains(save(t, real), goneSEP) {
+			t.Errorf("partial sync left stale chain %s", goneSEP)
+		}
+
+		// A restore the kernel rejects changes nothing, bumps the
+		// failure metric, and the next sync repairs.
+		before := normalizeSave(save(t, real))
+		failures := restoreFailures(t, f.family)
+		ipt.bad = true
+		updateSlice(env.p, moreSlices, 0, func(s *discovery.EndpointSlice) { s.Endpoints = s.Endpoints[:2] })
+		err := env.p.SyncNow()
+		if !errors.Is(err, errSyncFailed) {
+			t.Fatalf("sync with a bad rule: got %v, want failure", err)
+		}
+		if got := restoreFailures(t, f.family); got != failures+1 {
+			t.Errorf("restore failure metric = %v, want %v", got, failures+1)
+		}
+		if after := normalizeSave(save(t, real)); after != before {
+			t.Errorf("failed restore changed the kernel's rules:\n%s", lineDiff(before, after))
+		}
+		ipt.bad = false
+		if err := env.p.SyncNow(); err != nil {
+			t.Fatalf("repair sync: %v", err)
+		}
+		checkTraces("repair", 2)
+
+		// Cleanup removes everything of ours (kubelet's KUBE-FIREWALL stays).
+		_, ctx := ktesting.NewTestContext(t)
+		if cleanupLeftoversForFamily(ctx, real) {
+			t.Errorf("cleanup reported errors")
+		}
+		left := save(t, real)
+		for _, l := range strings.Split(left, "\n") {
+			if strings.Contains(l, "KUBE-") && !strings.Contains(l, "KUBE-FIREWALL") {
+				t.Errorf("cleanup left: %s", l)
+			}
+		}
+		if t.Failed() {
+			t.Logf("final iptables-save:\n%s", left)
+		}
+	})
 }
