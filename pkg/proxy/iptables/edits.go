@@ -41,25 +41,27 @@ var dispatchChains = [...]utiliptables.Chain{kubeServicesChain, kubeNodePortsCha
 func (t *tables) editDispatch(old []byte) bool {
 	t.edits.reset()
 	t.editInserts = 0
+	if t.writeDispatchEdits(old) {
+		return true
+	}
+	t.edits.reset()
+	t.editInserts = 0
+	return false
+}
+
+func (t *tables) writeDispatchEdits(old []byte) bool {
 	oldRules, newRules := 0, 0
 	for _, chain := range dispatchChains {
 		was, now := chainRules(old, chain), chainRules(t.dispatch.b, chain)
 		oldRules, newRules = oldRules+len(was), newRules+len(now)
 		inserts, ok := t.edits.writeEdits(chain, was, now)
 		if !ok || t.edits.lines > maxDispatchEdits {
-			t.edits.reset()
-			t.editInserts = 0
 			return false
 		}
 		t.editInserts += inserts
 	}
 	// An edit of these chains cannot stand for a rewrite of another.
-	if oldRules != bytes.Count(old, []byte{'\n'}) || newRules != bytes.Count(t.dispatch.b, []byte{'\n'}) {
-		t.edits.reset()
-		t.editInserts = 0
-		return false
-	}
-	return true
+	return oldRules == bytes.Count(old, []byte{'\n'}) && newRules == bytes.Count(t.dispatch.b, []byte{'\n'})
 }
 
 // chainRules returns the rules of chain in the dispatch text b, each
