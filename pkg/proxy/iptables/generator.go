@@ -4,9 +4,12 @@ package iptables
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -67,8 +70,47 @@ type tables struct {
 
 	natTopChains, natTopRules, natTopLines int
 
+	// runs partitions the ports' rules in natRules (after natTopRules) by
+	// chain, in rendering order, for sortedRules; a port's chain may have
+	// several runs (SVC: its masquerade rule, then the cascade after EXT's).
+	runs []chainRun
+
 	// decls is scratch space for sortedDecls, kept across syncs.
 	decls [][]byte
+}
+
+// chainRun is a stretch of natRules holding rules of one chain only; end is
+// -1 while rules may still be added to it.
+type chainRun struct {
+	// prefix is the chain name's first 16 bytes (namePrefix): sorting
+	// compares integers held in the run and reads a name only when they are
+	// equal, which is rare. Sorting the 10k-Service bench's 130k runs took
+	// ~63 ms by name alone, ~38 ms this way.
+	prefix     [2]uint64
+	chain      utiliptables.Chain
+	start, end int
+}
+
+// namePrefix is the first 16 bytes of name, zero-padded, as two
+// big-endian words: comparing prefixes, then names if equal, is byte order.
+func namePrefix(name utiliptables.Chain) [2]uint64 {
+	var b [16]byte
+	copy(b[:], name)
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+}
+
+func (a chainRun) compare(b chainRun) int {
+	// Not cmp.Or, which would compare the names every time.
+	if a.prefix != b.prefix {
+		if a.prefix[0] != b.prefix[0] {
+			return cmp.Compare(a.prefix[0], b.prefix[0])
+		}
+		return cmp.Compare(a.prefix[1], b.prefix[1])
+	}
+	if c := strings.Compare(string(a.chain), string(b.chain)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.start, b.start)
 }
 
 // reserve sizes the nat buffers for a full sync of ports with endpoints in
@@ -80,6 +122,7 @@ type tables struct {
 func (t *tables) reserve(ports, endpoints int) {
 	t.natRules.b = slices.Grow(t.natRules.b[:0], 300*(endpoints+ports))
 	t.natChains.b = slices.Grow(t.natChains.b[:0], 48*(endpoints+3*ports))
+	t.runs = slices.Grow(t.runs[:0], endpoints+3*ports)
 }
 
 // release drops, before a partial sync, the nat buffers a large full sync
@@ -87,7 +130,7 @@ func (t *tables) reserve(ports, endpoints int) {
 // partial sync writes a few.
 func (t *tables) release() {
 	if cap(t.natRules.b)+cap(t.natChains.b) > keptRestoreBytes {
-		t.natRules.b, t.natChains.b = nil, nil
+		t.natRules.b, t.natChains.b, t.runs = nil, nil, nil
 	}
 }
 
@@ -130,6 +173,7 @@ func (g *generator) begin(t *tables) {
 	t.filterRules.reset()
 	t.natChains.reset()
 	t.natRules.reset()
+	t.runs = t.runs[:0]
 	t.dispatch.reset()
 	t.edits.reset()
 	t.editInserts = 0
@@ -366,6 +410,17 @@ func (g *generator) nodePort(r *portRules, s *portShape) {
 	}
 }
 
+// rulesOf returns the buffer a port's rules in its own chain c go to, noting
+// where they start (tables.runs).
+func (t *tables) rulesOf(c utiliptables.Chain) *ruleBuf {
+	at := len(t.natRules.b)
+	if n := len(t.runs); n > 0 {
+		t.runs[n-1].end = at
+	}
+	t.runs = append(t.runs, chainRun{prefix: namePrefix(c), chain: c, start: at, end: -1})
+	return &t.natRules
+}
+
 // declare adds one of the port's own chains to the restore input.
 func (r *portRules) declare(t *tables, c utiliptables.Chain) {
 	t.natChains.chainLine(c)
@@ -374,25 +429,25 @@ func (r *portRules) declare(t *tables, c utiliptables.Chain) {
 
 // ownChains writes the port's own chains: EXT, FW, SVC/SVL and SEP.
 func (g *generator) ownChains(t *tables, r *portRules, s *portShape) {
-	info, nr := s.info, &t.natRules
+	info := s.info
 	if s.forwardInternal {
-		g.clusterIPMasquerade(nr, s)
+		g.clusterIPMasquerade(t.rulesOf(s.internalChain), s)
 	}
 	if s.usesExtChain {
 		r.declare(t, info.externalChain)
-		g.externalChain(nr, s)
+		g.externalChain(t.rulesOf(info.externalChain), s)
 	}
 	if s.usesFWChain {
 		r.declare(t, info.firewallChain)
-		g.firewallChain(nr, s)
+		g.firewallChain(t.rulesOf(info.firewallChain), s)
 	}
 	if len(s.m.cluster) > 0 {
 		r.declare(t, info.clusterPolicyChain)
-		g.policyChain(nr, s.m, info.clusterPolicyChain, s.m.cluster)
+		g.policyChain(t.rulesOf(info.clusterPolicyChain), s.m, info.clusterPolicyChain, s.m.cluster)
 	}
 	if len(s.m.local) > 0 {
 		r.declare(t, info.localPolicyChain)
-		g.policyChain(nr, s.m, info.localPolicyChain, s.m.local)
+		g.policyChain(t.rulesOf(info.localPolicyChain), s.m, info.localPolicyChain, s.m.local)
 	}
 	g.endpointChains(t, r, info, s.m)
 }
@@ -465,12 +520,13 @@ func (g *generator) firewallChain(nr *ruleBuf, s *portShape) {
 
 // endpointChains writes one SEP chain per reachable endpoint.
 func (g *generator) endpointChains(t *tables, r *portRules, info *servicePortInfo, m *portModel) {
-	nr, proto := &t.natRules, info.protocol
+	proto := info.protocol
 	affinity := m.ln.SessionAffinity == localnode.AffinityClientIP
 	for i := range m.reachable {
 		ep := &m.reachable[i]
 		c := ep.chain
 		r.declare(t, c)
+		nr := t.rulesOf(c)
 		// Hairpin: an endpoint reaching itself through the service must be
 		// masqueraded or it would answer itself directly.
 		g.startRule(nr, c, info.nameString)
@@ -557,6 +613,37 @@ func (t *tables) sortedDecls(dst, decls []byte) []byte {
 	return dst
 }
 
+// sortedRules appends the ports' rules to dst grouped by chain, the chains
+// in byte order as sortedDecls declares them, each chain's rules in their
+// own order. Which chain a rule is appended to is all that counts in one
+// restore, but legacy iptables-restore builds the table faster from rules
+// that come chain by chain in the order of its chain list, as iptables-save
+// writes them: the 10k-Service bench input (323k rules) loaded into an
+// empty namespace took 5.42 s of iptables-restore's CPU as rendered (each
+// port's chains together), 4.97 s grouped like this, 4.53 s as saved (the
+// least of four interleaved loads each; 5.97, 5.41 and 4.85 s in a second
+// set of six; iptables 1.8.9). This costs ~45 ms of ours at that size,
+// sorting included.
+func (t *tables) sortedRules(dst []byte) []byte {
+	rules, runs := t.natRules.b, t.runs
+	covered := 0
+	if n := len(runs); n > 0 && runs[n-1].end < 0 {
+		runs[n-1].end = len(rules)
+	}
+	for _, r := range runs {
+		covered += r.end - r.start
+	}
+	if covered != len(rules)-t.natTopRules {
+		// Not only what rulesOf was asked for (a test's tables): as is.
+		return append(dst, rules[t.natTopRules:]...)
+	}
+	slices.SortFunc(runs, chainRun.compare)
+	for _, r := range runs {
+		dst = append(dst, rules[r.start:r.end]...)
+	}
+	return dst
+}
+
 // inputSize bounds the size of t's restore input, which is sized once:
 // grown by appending, a 1k-Service full sync's 3.3 MB input cost ~5 ms of
 // copying, a sixth of the sync's own CPU, and at 10k left garbage of its
@@ -589,10 +676,12 @@ func (t *tables) restoreInput(dst []byte, filter, natTop bool, stale []utiliptab
 	}
 	dst = t.sortedDecls(dst, t.natChains.b[t.natTopChains:])
 	if natTop {
-		dst = append(dst, t.natRules.b...)
+		dst = append(dst, t.natRules.b[:t.natTopRules]...)
+	}
+	dst = t.sortedRules(dst)
+	if natTop {
 		dst = append(dst, t.dispatch.b...)
 	} else {
-		dst = append(dst, t.natRules.b[t.natTopRules:]...)
 		// After the ports' chains, which new rules jump to, and before
 		// the stale chains' deletion, which removed rules jumped to.
 		dst = append(dst, t.edits.b...)
