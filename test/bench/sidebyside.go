@@ -268,10 +268,20 @@ func printSideBySide(w io.Writer, cfgs []config, get func(config, bool) *outcome
 			if up {
 				name = "upstream"
 			}
-			var full, change []string
+			// Each round's kernel-only load and full sync ÷ it too: the
+			// load of the same ruleset moves from round to round, and
+			// the ratio with it.
+			var full, kernel, change []string
 			for _, r := range o.runs {
 				full = append(full, fmtMs(r.FullSyncMs))
 				change = append(change, fmtMs(median(r.ChangeMs)))
+				if r.KernelLoadMs > 0 && r.KernelLoadTimedOut == 0 {
+					kernel = append(kernel, fmt.Sprintf("%s (%.2f×)", fmtMs(r.KernelLoadMs), r.FullSyncMs/r.KernelLoadMs))
+				}
+			}
+			kernelPart := ""
+			if len(kernel) > 0 {
+				kernelPart = "; kernel-only load " + strings.Join(kernel, ", ")
 			}
 			var end string
 			switch {
@@ -287,8 +297,8 @@ func printSideBySide(w io.Writer, cfgs []config, get func(config, bool) *outcome
 			if end != "" {
 				end = "; then " + end
 			}
-			fmt.Fprintf(w, "- %s %d %s: full sync %s; one-change %s%s\n", c.mode, c.services, name,
-				strings.Join(full, ", "), strings.Join(change, ", "), end)
+			fmt.Fprintf(w, "- %s %d %s: full sync %s%s; one-change %s%s\n", c.mode, c.services, name,
+				strings.Join(full, ", "), kernelPart, strings.Join(change, ", "), end)
 		}
 	}
 }
