@@ -26,7 +26,10 @@
 // each, dispatch last (chunks.go): one big one costs iptables-nft-restore
 // time quadratic in its chains. A partial sync that changes only dispatch
 // rules (a Service added or removed) edits KUBE-SERVICES and KUBE-NODEPORTS
-// in place instead of rewriting them (edits.go).
+// in place instead of rewriting them (edits.go). An unsplit restore lists
+// the ports' chains and rules in the order iptables-save would, chain by
+// chain in byte order, which legacy iptables-restore loads as fast as a
+// saved ruleset (generator.go: sortedDecls, sortedRules).
 //
 // Model: each re-rendered service port is converted into the library's
 // node-local model (pkg/proxy/localnode, what third-party backends and the
