@@ -52,14 +52,13 @@ func (o *Options) defaults() {
 	o.Limits = o.Limits.withDefaults()
 }
 
-// Defaults of Limits. A large cluster at Kubernetes' documented scalability limits
-// (10,000 Services, 150,000 pods, so about 15,000 EndpointSlices) is about 25,000
-// objects in the global view and, with two ports per Service in two families, about
-// 40,000 node-local services; TestDefaultLimitsFitLargeCluster measures such a state at
-// about 30 MB on the wire for the global view (10,000 Services of 15 endpoints each).
-// The defaults leave 25 and 8 times that room, while stopping a server that never
-// completes a state before the client holds gigabytes: decoded protobuf takes about
-// three times its wire size, so the byte bound caps the batch at roughly 1 GB of heap.
+// Defaults of Limits. A cluster at Kubernetes' documented scalability limits (10,000
+// Services, 150,000 endpoints in 30,000 EndpointSlices) is, as a server sends its full
+// state (global view and the IPv4 node-local services), about 50,000 objects and 18 MiB
+// on the wire (TestDefaultLimitsFitLargeCluster measures it; dual-stack adds a third).
+// The defaults leave about 20 and 14 times that room, while stopping a server that
+// never completes a state well before the client holds gigabytes: decoded protobuf
+// takes two to three times its wire size.
 const (
 	// DefaultMaxPendingObjects bounds the objects of a batch not yet complete, and of the
 	// state held.
