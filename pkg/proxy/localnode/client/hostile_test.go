@@ -54,16 +54,21 @@ func startFake(t *testing.T, addr string, watch func(*localnodev1.WatchRequest, 
 	return addr, f
 }
 
-// endless sends events of ops forever without ever completing the batch.
-func endless(ops []*localnodev1.Op) func(*localnodev1.WatchRequest, localnodev1.LocalNode_WatchServer) error {
+// endless sends up to events events of ops without ever completing the batch, then
+// holds the stream open. A client without bounds would grow until the server stops:
+// the cap keeps a regression from exhausting the test machine's memory, and makes it
+// a timeout instead.
+func endless(ops []*localnodev1.Op, events int) func(*localnodev1.WatchRequest, localnodev1.LocalNode_WatchServer) error {
 	return func(_ *localnodev1.WatchRequest, stream localnodev1.LocalNode_WatchServer) error {
 		ev := &localnodev1.WatchEvent{InstanceId: "hostile", Reset_: true, Ops: ops}
-		for {
+		for range events {
 			if err := stream.Send(ev); err != nil {
 				return err
 			}
 			ev = &localnodev1.WatchEvent{InstanceId: "hostile", Ops: ops}
 		}
+		<-stream.Context().Done()
+		return nil
 	}
 }
 
@@ -86,23 +91,24 @@ func TestWatchOnceBoundsUnsyncedBatch(t *testing.T) {
 	tests := []struct {
 		name      string
 		ops       []*localnodev1.Op
+		events    int
 		limits    client.Limits
 		wantLimit string
 		wantMsg   string
 	}{
-		{"objects", small, client.Limits{MaxPendingObjects: 1000}, "MaxPendingObjects", `objects of a batch of instance "hostile" the server has not completed: 1001 is more than the limit MaxPendingObjects=1000`},
-		{"bytes", big, client.Limits{MaxPendingBytes: 1 << 20}, "MaxPendingBytes", "is more than the limit MaxPendingBytes=1048576"},
-		{"one message", big, client.Limits{MaxRecvMsgBytes: 50 << 10}, "", "ResourceExhausted"},
+		{"objects", small, 5000, client.Limits{MaxPendingObjects: 1000}, "MaxPendingObjects", `objects of a batch of instance "hostile" the server has not completed: 1001 is more than the limit MaxPendingObjects=1000`},
+		{"bytes", big, 50, client.Limits{MaxPendingBytes: 1 << 20}, "MaxPendingBytes", "is more than the limit MaxPendingBytes=1048576"},
+		{"one message", big, 50, client.Limits{MaxRecvMsgBytes: 50 << 10}, "", "ResourceExhausted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			addr, _ := startFake(t, "", endless(tc.ops))
+			addr, _ := startFake(t, "", endless(tc.ops, tc.events))
 			conn, err := client.Dial(addr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			applied := 0
 			_, _, err = client.WatchOnceWithLimits(ctx, conn, &localnodev1.WatchRequest{Global: true}, tc.limits, func(*client.Batch) error { applied++; return nil })
@@ -121,23 +127,25 @@ func TestWatchOnceBoundsUnsyncedBatch(t *testing.T) {
 }
 
 // TestWatchOnceDefaultBound: without options, as `kube-proxy state --socket` used it,
-// WatchOnce is bounded too (by the default bytes, reached here in 256 events of 1 MiB).
+// WatchOnce is bounded too (here by the default object count, in events of 10,000 empty
+// ops: 2 bytes each on the wire).
 func TestWatchOnceDefaultBound(t *testing.T) {
-	big := []*localnodev1.Op{{Op: &localnodev1.Op_SetGlobalService{SetGlobalService: &localnodev1.GlobalService{
-		Namespace: "ns", Name: "big", Labels: map[string]string{"pad": strings.Repeat("x", 1<<20)},
-	}}}}
-	addr, _ := startFake(t, "", endless(big))
+	ops := make([]*localnodev1.Op, 10000)
+	for i := range ops {
+		ops[i] = &localnodev1.Op{}
+	}
+	addr, _ := startFake(t, "", endless(ops, client.DefaultMaxPendingObjects/len(ops)+10))
 	conn, err := client.Dial(addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _, err = client.WatchOnce(ctx, conn, &localnodev1.WatchRequest{Global: true}, func(*client.Batch) error { return nil })
 	var le *client.LimitError
-	if !errors.As(err, &le) || le.Limit != "MaxPendingBytes" || le.Max != client.DefaultMaxPendingBytes {
-		t.Fatalf("err = %v, want the default MaxPendingBytes exceeded", err)
+	if !errors.As(err, &le) || le.Limit != "MaxPendingObjects" || le.Max != client.DefaultMaxPendingObjects {
+		t.Fatalf("err = %v, want the default MaxPendingObjects exceeded", err)
 	}
 }
 
@@ -211,7 +219,8 @@ func TestSourceBoundsHeldState(t *testing.T) {
 	var next atomic.Int64
 	addr, fake := startFake(t, "", func(_ *localnodev1.WatchRequest, stream localnodev1.LocalNode_WatchServer) error {
 		reset := true
-		for rev := uint64(1); ; rev++ {
+		// 200 batches: a client without the bound would hold 6,000 services, then wait.
+		for rev := uint64(1); rev <= 200; rev++ {
 			ev := &localnodev1.WatchEvent{InstanceId: "growing", Reset_: reset, Revision: rev, Synced: true}
 			for range 30 {
 				ev.Ops = append(ev.Ops, setGlobal("ns", fmt.Sprintf("svc-%d", next.Add(1))))
@@ -222,6 +231,8 @@ func TestSourceBoundsHeldState(t *testing.T) {
 			reset = false
 			time.Sleep(time.Millisecond)
 		}
+		<-stream.Context().Done()
+		return nil
 	})
 	h := newGlobalRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
