@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
 	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
 )
@@ -325,5 +326,53 @@ func TestReconnectLogging(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if _, infos := entries("Connected to node-local state server"); len(infos) != 1 {
 		t.Errorf("success logged %d times for one connection", len(infos))
+	}
+}
+
+// TestRunBackendBoundsHeldState is TestSourceBoundsHeldState for the node-local client:
+// the backend is never handed more services than the limit.
+func TestRunBackendBoundsHeldState(t *testing.T) {
+	const limit = 100
+	var next atomic.Int64
+	addr, fake := startFake(t, "", func(_ *localnodev1.WatchRequest, stream localnodev1.LocalNode_WatchServer) error {
+		for rev := uint64(1); rev <= 200; rev++ {
+			ev := &localnodev1.WatchEvent{InstanceId: "growing", Reset_: rev == 1, Revision: rev, Synced: true}
+			for range 30 {
+				n := next.Add(1)
+				ev.Ops = append(ev.Ops, setNodeLocal("ns", fmt.Sprintf("svc-%d", n), fmt.Sprintf("10.96.%d.%d", n/250%250, n%250+1)))
+			}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+		<-stream.Context().Done()
+		return nil
+	})
+	var most atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = client.RunBackend(ctx, client.Options{Address: addr, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+			Limits: client.Limits{MaxPendingObjects: limit}}, recorder(func(s *localnode.State) error {
+			if n := int64(len(s.Services)); n > most.Load() {
+				most.Store(n)
+			}
+			return nil
+		}), time.Second)
+	})
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for fake.calls.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client never gave up on a server that grows its state forever: %d Watch calls, backend handed %d services", fake.calls.Load(), most.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if most.Load() > limit {
+		t.Errorf("the backend was handed %d services, more than the limit %d", most.Load(), limit)
 	}
 }
