@@ -31,6 +31,31 @@ func addLocalNodeSourceFlag(fs *pflag.FlagSet, address *string) {
 		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
 }
 
+// sourceLimits are the client's limits, named here so the options and the server carry
+// them without importing the client.
+type sourceLimits = lnclient.Limits
+
+// addLocalNodeSourceLimitFlags registers the bounds on what the --localnode-source
+// server can make this process hold.
+func addLocalNodeSourceLimitFlags(fs *pflag.FlagSet, limits *lnclient.Limits) {
+	fs.IntVar(&limits.MaxPendingObjects, "localnode-source-max-pending-objects", lnclient.DefaultMaxPendingObjects, "With --localnode-source, the most objects held of a state the server has not completed yet, and of the state held (MaxPendingObjects in errors). "+
+		"A server that exceeds it is disconnected and asked for a full state again, after a backoff. The default fits a cluster at Kubernetes' scalability limits (about 50,000 objects) 20 times over.")
+	fs.Int64Var(&limits.MaxPendingBytes, "localnode-source-max-pending-bytes", lnclient.DefaultMaxPendingBytes, "With --localnode-source, the most bytes (as encoded on the wire) held of a state the server has not completed yet (MaxPendingBytes in errors). "+
+		"A server that exceeds it is disconnected and asked for a full state again, after a backoff. The default fits a cluster at Kubernetes' scalability limits (about 18 MiB) 14 times over.")
+}
+
+// validateLocalNodeSourceLimits refuses negative limits (0 takes the default).
+func validateLocalNodeSourceLimits(prefix string, limits lnclient.Limits) error {
+	var errs []error
+	if limits.MaxPendingObjects < 0 {
+		errs = append(errs, fmt.Errorf("--%smax-pending-objects %d must not be negative", prefix, limits.MaxPendingObjects))
+	}
+	if limits.MaxPendingBytes < 0 {
+		errs = append(errs, fmt.Errorf("--%smax-pending-bytes %d must not be negative", prefix, limits.MaxPendingBytes))
+	}
+	return errors.Join(errs...)
+}
+
 // validateLocalNodeSource checks --localnode-source and the flags it cannot be combined
 // with; the message names each flag and its value.
 func validateLocalNodeSource(address, kubeconfig, master, manifests, serve string) error {
@@ -115,6 +140,8 @@ type localNodeFeed struct {
 	address  string
 	nodeName string
 	client   *fake.Clientset
+	// limits bound what the server can make the client hold.
+	limits lnclient.Limits
 	// logger is the one of the context start was given.
 	logger klog.Logger
 
@@ -169,7 +196,7 @@ func (f *localNodeFeed) Client() clientset.Interface { return f.client }
 // early when the address cannot be used at all.
 func (f *localNodeFeed) start(ctx context.Context) {
 	f.logger = klog.FromContext(ctx)
-	src := lnclient.NewSource(lnclient.Options{Address: f.address})
+	src := lnclient.NewSource(lnclient.Options{Address: f.address, Limits: f.limits})
 	go func() {
 		if err := src.Run(ctx, f); err != nil {
 			f.runErr = fmt.Errorf("--localnode-source %q: %w", f.address, err)
@@ -340,6 +367,7 @@ func (f *localNodeFeed) OnNodeSynced() {
 // caller waits for its first state before building the NodeManager.
 func (s *ProxyServer) connectLocalNode(ctx context.Context, address string) {
 	s.localNode = newLocalNodeFeed(address, s.NodeName)
+	s.localNode.limits = s.sourceLimits
 	s.Client = s.localNode.Client()
 	s.localNode.start(ctx)
 }

@@ -70,6 +70,9 @@ type Options struct {
 	dryRunFollow       bool
 	dryRunTimeout      time.Duration
 
+	// --localnode-source-max-pending-*, localnode_source.go
+	sourceLimits sourceLimits
+
 	logger klog.Logger
 }
 
@@ -166,6 +169,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	durationFlag(fs, &o.manifestsRescan, "manifests-rescan-period", o.manifestsRescan, "With --manifests, how often to re-read every file even without a file-system notification.")
 	addLocalNodeFlags(fs, &o.localNodeServe)
 	addLocalNodeSourceFlag(fs, &o.localNodeSource)
+	addLocalNodeSourceLimitFlags(fs, &o.sourceLimits)
 	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, or an nft script) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
 	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
 	durationFlag(fs, &o.dryRunTimeout, "dry-run-timeout", o.dryRunTimeout, "How long --dry-run may take, from start-up (including waiting for an unreachable API server) to printing the first full sync, before it gives up with an error saying what was still pending (Services or EndpointSlices not yet listed, or which IP families had not finished syncing). With --dry-run-follow it bounds start-up only.")
@@ -324,6 +328,9 @@ func (o *Options) Validate() error {
 	if err := validateLocalNodeSource(o.localNodeSource, o.config.ClientConnection.Kubeconfig, o.master, o.manifests, o.localNodeServe); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validateLocalNodeSourceLimits("localnode-source-", o.sourceLimits); err != nil {
+		errs = append(errs, err)
+	}
 	if o.manifestsRescan <= 0 {
 		errs = append(errs, fmt.Errorf("--manifests-rescan-period %v must be greater than 0", o.manifestsRescan))
 	}
@@ -391,6 +398,7 @@ func (o *Options) Run(ctx context.Context) error {
 		flags:           o.flags,
 		localNodeServe:  o.localNodeServe,
 		localNodeSource: o.localNodeSource,
+		sourceLimits:    o.sourceLimits,
 	})
 	if err != nil {
 		if deadline := dryRunDeadlineOf(ctx); deadline != nil {

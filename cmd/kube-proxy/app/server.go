@@ -41,6 +41,7 @@ type serverOptions struct {
 	flags           *pflag.FlagSet
 	localNodeServe  string
 	localNodeSource string
+	sourceLimits    sourceLimits // --localnode-source-max-pending-*
 }
 
 // ProxyServer holds everything a running kube-proxy needs.
@@ -75,6 +76,8 @@ type ProxyServer struct {
 	localNodeServe string
 	// localNode feeds the proxier from --localnode-source (localnode_source.go).
 	localNode *localNodeFeed
+	// sourceLimits bound what the --localnode-source server can make it hold.
+	sourceLimits sourceLimits
 }
 
 // newProxyServer builds a ProxyServer for config; with initOnly it only performs the
@@ -106,6 +109,7 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		return nil, fmt.Errorf("determining the node name (hostnameOverride %q): %w", cfg.HostnameOverride, err)
 	}
 
+	s.sourceLimits = opts.sourceLimits
 	if opts.localNodeSource != "" {
 		s.connectLocalNode(ctx, opts.localNodeSource)
 	} else if err := s.connect(ctx, opts); err != nil {

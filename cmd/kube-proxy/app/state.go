@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/component-base/config"
@@ -36,6 +37,9 @@ type stateOptions struct {
 	output             string
 	global             bool
 	timeout            time.Duration
+
+	// limits are --max-pending-objects and --max-pending-bytes (with --socket).
+	limits sourceLimits
 }
 
 // newStateCommand is `kube-proxy state`: print the node-local state (and, with
@@ -68,6 +72,7 @@ EndpointSlices and this Node as the proxy received them.`,
 	fs.StringVarP(&o.output, "output", "o", o.output, "Output format: yaml or json.")
 	fs.BoolVar(&o.global, "global", o.global, "Also print the cluster-wide Services, EndpointSlices and Node before node-local filtering.")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "Give up when no complete state arrived within this time.")
+	addStateLimitFlags(fs, &o.limits)
 	_ = cmd.MarkFlagFilename("manifests", "yaml", "yml", "json")
 	return cmd
 }
@@ -85,7 +90,14 @@ func (o *stateOptions) validate() error {
 	if n > 1 {
 		return fmt.Errorf("--socket, --manifests and --kubeconfig/--master are alternatives: give one")
 	}
-	return nil
+	return validateLocalNodeSourceLimits("", o.limits)
+}
+
+// addStateLimitFlags registers the bounds on what the --socket server can make `state`
+// hold before its state is complete.
+func addStateLimitFlags(fs *pflag.FlagSet, limits *sourceLimits) {
+	fs.IntVar(&limits.MaxPendingObjects, "max-pending-objects", lnclient.DefaultMaxPendingObjects, "With --socket, give up (naming MaxPendingObjects) when the server sent more objects than this without completing its state.")
+	fs.Int64Var(&limits.MaxPendingBytes, "max-pending-bytes", lnclient.DefaultMaxPendingBytes, "With --socket, give up (naming MaxPendingBytes) when the server sent more bytes than this, as encoded on the wire, without completing its state.")
 }
 
 func (o *stateOptions) run(ctx context.Context, out io.Writer) error {
@@ -105,7 +117,7 @@ func (o *stateOptions) run(ctx context.Context, out io.Writer) error {
 		}
 		defer conn.Close()
 		done := fmt.Errorf("done")
-		_, _, err = lnclient.WatchOnce(ctx, conn, req, func(b *lnclient.Batch) error {
+		_, _, err = lnclient.WatchOnceWithLimits(ctx, conn, req, o.limits, func(b *lnclient.Batch) error {
 			ops, instance, revision = b.Ops, b.Instance, b.Revision
 			return done
 		})

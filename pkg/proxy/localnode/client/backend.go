@@ -25,8 +25,20 @@ func NewNodeLocal() *NodeLocal {
 }
 
 // Apply decodes a batch into a copy of n and returns it with the families it touched; n
-// is unchanged, so a batch that fails to decode leaves nothing half applied.
+// is unchanged, so a batch that fails to decode leaves nothing half applied. Any object
+// that does not decode fails the whole batch; ApplyValid skips it instead.
 func (n *NodeLocal) Apply(b *Batch) (*NodeLocal, map[localnode.Family]bool, error) {
+	out, touched, rejected := n.ApplyValid(b)
+	if len(rejected) > 0 {
+		return nil, nil, rejected[0]
+	}
+	return out, touched, nil
+}
+
+// ApplyValid decodes a batch into a copy of n (n is unchanged) and returns it with the
+// families it touched and the objects it skipped because they do not decode: for those,
+// what n held under the same name stays.
+func (n *NodeLocal) ApplyValid(b *Batch) (*NodeLocal, map[localnode.Family]bool, []Rejected) {
 	out := &NodeLocal{services: map[localnode.Family]map[localnode.PortName]localnode.Service{}}
 	touched := map[localnode.Family]bool{}
 	if !b.Reset {
@@ -46,25 +58,43 @@ func (n *NodeLocal) Apply(b *Batch) (*NodeLocal, map[localnode.Family]bool, erro
 		}
 		return out.services[f]
 	}
+	var rejected []Rejected
 	for i, op := range b.Ops {
 		switch o := op.GetOp().(type) {
 		case *localnodev1.Op_SetService:
 			f, svc, err := localnodev1.ServiceToLocal(o.SetService)
 			if err != nil {
-				return nil, nil, fmt.Errorf("ops[%d]: %w", i, err)
+				r := Rejected{Op: i, Kind: "Service", Err: err}
+				// The key may decode where the rest did not; then what was held stays,
+				// after a reset too.
+				kf, kerr := localnodev1.FamilyToLocal(o.SetService.GetFamily())
+				name, nerr := localnodev1.PortNameToLocal(o.SetService.GetName())
+				if kerr == nil && nerr == nil {
+					r.Object = name.String()
+					m := famMap(kf)
+					if _, ok := m[name]; !ok && b.Reset {
+						if held, ok := n.services[kf][name]; ok {
+							m[name] = held
+						}
+					}
+				}
+				rejected = append(rejected, r)
+				continue
 			}
 			famMap(f)[svc.Name] = svc
 		case *localnodev1.Op_DeleteService:
 			f, name, err := localnodev1.ServiceKeyToLocal(o.DeleteService)
 			if err != nil {
-				return nil, nil, fmt.Errorf("ops[%d]: delete_service: %w", i, err)
+				rejected = append(rejected, Rejected{Op: i, Kind: "ServiceKey", Err: fmt.Errorf("delete_service: %w", err)})
+				continue
 			}
 			delete(famMap(f), name)
 		case nil:
-			return nil, nil, fmt.Errorf("ops[%d]: empty op", i)
+			if !isUnknownOp(op) {
+				rejected = append(rejected, Rejected{Op: i, Kind: "Op", Err: fmt.Errorf("empty op")})
+			}
 		default:
-			// Global-view ops are not node-local state; a newer server's new kinds are
-			// skipped, as the compatibility rules allow.
+			// Global-view ops are not node-local state.
 		}
 	}
 	if b.Reset {
@@ -72,7 +102,16 @@ func (n *NodeLocal) Apply(b *Batch) (*NodeLocal, map[localnode.Family]bool, erro
 			touched[f] = true
 		}
 	}
-	return out, touched, nil
+	return out, touched, rejected
+}
+
+// Len is the number of services n holds, of every family.
+func (n *NodeLocal) Len() int {
+	total := 0
+	for _, m := range n.services {
+		total += len(m)
+	}
+	return total
 }
 
 // State returns the canonical State of family f.
@@ -103,6 +142,7 @@ func RunBackend(ctx context.Context, opts Options, b backend.FullState, retry ti
 	for _, f := range families {
 		req.Families = append(req.Families, localnodev1.FamilyFromLocal(f))
 	}
+	RegisterMetrics()
 	logger := klog.FromContext(ctx)
 	state := NewNodeLocal()
 	synced := map[localnode.Family]bool{}
@@ -124,9 +164,11 @@ func RunBackend(ctx context.Context, opts Options, b backend.FullState, retry ti
 		}
 	}
 	apply := func(batch *Batch) error {
-		next, touched, err := state.Apply(batch)
-		if err != nil {
-			return err
+		next, touched, rejected := state.ApplyValid(batch)
+		reportRejected(logger, opts.Address, rejected)
+		if n := next.Len(); n > opts.MaxPendingObjects {
+			return &LimitError{Limit: "MaxPendingObjects", Max: int64(opts.MaxPendingObjects), Got: int64(n),
+				What: "node-local services the server's batches add up to"}
 		}
 		state = next
 		for _, f := range families {

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
 	"k8s.io/kube-proxy/pkg/proxy/source"
@@ -57,55 +58,126 @@ func newGlobal() *Global {
 }
 
 // Apply decodes a batch onto a copy of g; g is unchanged, so a batch that does not decode
-// leaves nothing half applied.
+// leaves nothing half applied. Any object that does not decode fails the whole batch;
+// ApplyValid skips it instead.
 func (g *Global) Apply(b *Batch) (*Global, error) {
+	out, rejected := g.ApplyValid(b)
+	if len(rejected) > 0 {
+		return nil, rejected[0]
+	}
+	return out, nil
+}
+
+// ApplyValid decodes a batch onto a copy of g (g is unchanged) and returns it with the
+// objects it skipped because they do not decode: for those, what g held under the
+// same name stays.
+func (g *Global) ApplyValid(b *Batch) (*Global, []Rejected) {
 	out := newGlobal()
 	if !b.Reset {
 		out.Services, out.Slices, out.Node = maps.Clone(g.Services), maps.Clone(g.Slices), g.Node
 		out.ServiceCIDRs = maps.Clone(g.ServiceCIDRs)
+		if out.Services == nil {
+			out.Services = map[types.NamespacedName]*v1.Service{}
+		}
+		if out.Slices == nil {
+			out.Slices = map[types.NamespacedName]*discovery.EndpointSlice{}
+		}
 		if out.ServiceCIDRs == nil {
 			out.ServiceCIDRs = map[types.NamespacedName]*networkingv1.ServiceCIDR{}
 		}
 	}
+	var rejected []Rejected
+	reject := func(i int, kind, object string, err error) {
+		rejected = append(rejected, Rejected{Op: i, Kind: kind, Object: object, Err: err})
+	}
 	for i, op := range b.Ops {
 		switch o := op.GetOp().(type) {
 		case *localnodev1.Op_SetGlobalService:
+			key := types.NamespacedName{Namespace: o.SetGlobalService.GetNamespace(), Name: o.SetGlobalService.GetName()}
 			svc, err := localnodev1.GlobalServiceToAPI(o.SetGlobalService)
 			if err != nil {
-				return nil, fmt.Errorf("ops[%d]: %w", i, err)
+				reject(i, "GlobalService", namespacedName(key), err)
+				keepHeld(out.Services, g.Services, key, b.Reset)
+				continue
 			}
-			out.Services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = svc
+			out.Services[key] = svc
 		case *localnodev1.Op_DeleteGlobalService:
 			delete(out.Services, types.NamespacedName{Namespace: o.DeleteGlobalService.GetNamespace(), Name: o.DeleteGlobalService.GetName()})
 		case *localnodev1.Op_SetEndpointSlice:
+			key := types.NamespacedName{Namespace: o.SetEndpointSlice.GetNamespace(), Name: o.SetEndpointSlice.GetName()}
 			s, err := localnodev1.EndpointSliceToAPI(o.SetEndpointSlice)
 			if err != nil {
-				return nil, fmt.Errorf("ops[%d]: %w", i, err)
+				reject(i, "EndpointSlice", namespacedName(key), err)
+				keepHeld(out.Slices, g.Slices, key, b.Reset)
+				continue
 			}
-			out.Slices[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
+			out.Slices[key] = s
 		case *localnodev1.Op_DeleteEndpointSlice:
 			delete(out.Slices, types.NamespacedName{Namespace: o.DeleteEndpointSlice.GetNamespace(), Name: o.DeleteEndpointSlice.GetName()})
 		case *localnodev1.Op_SetNode:
 			n, err := localnodev1.NodeToAPI(o.SetNode)
 			if err != nil {
-				return nil, fmt.Errorf("ops[%d]: %w", i, err)
+				reject(i, "Node", o.SetNode.GetName(), err)
+				// The Node is this node's: losing it would make the binary exit.
+				if b.Reset && out.Node == nil {
+					out.Node = g.Node
+				}
+				continue
 			}
 			out.Node = n
 		case *localnodev1.Op_DeleteNode:
 			out.Node = nil
 		case *localnodev1.Op_SetServiceCidr:
+			key := types.NamespacedName{Name: o.SetServiceCidr.GetName()}
 			c, err := localnodev1.ServiceCIDRToAPI(o.SetServiceCidr)
 			if err != nil {
-				return nil, fmt.Errorf("ops[%d]: %w", i, err)
+				reject(i, "ServiceCIDR", key.Name, err)
+				keepHeld(out.ServiceCIDRs, g.ServiceCIDRs, key, b.Reset)
+				continue
 			}
-			out.ServiceCIDRs[types.NamespacedName{Name: c.Name}] = c
+			out.ServiceCIDRs[key] = c
 		case *localnodev1.Op_DeleteServiceCidr:
 			delete(out.ServiceCIDRs, types.NamespacedName{Name: o.DeleteServiceCidr.GetName()})
 		case nil:
-			return nil, fmt.Errorf("ops[%d]: empty op", i)
+			if !isUnknownOp(op) {
+				reject(i, "Op", "", fmt.Errorf("empty op"))
+			}
 		}
 	}
-	return out, nil
+	return out, rejected
+}
+
+// Len is the number of objects g holds.
+func (g *Global) Len() int {
+	n := len(g.Services) + len(g.Slices) + len(g.ServiceCIDRs)
+	if g.Node != nil {
+		n++
+	}
+	return n
+}
+
+// keepHeld keeps, for an object whose new version was rejected, what was held under its
+// key: without a reset dst already has it (or what the batch did to it before), after
+// one it is carried over from held unless the batch set it already.
+func keepHeld[T any](dst, held map[types.NamespacedName]T, key types.NamespacedName, reset bool) {
+	if !reset || key.Name == "" {
+		return
+	}
+	if _, ok := dst[key]; ok {
+		return
+	}
+	if v, ok := held[key]; ok {
+		dst[key] = v
+	}
+}
+
+// namespacedName is key as logs write an object: "namespace/name", or the name of a
+// cluster-scoped one.
+func namespacedName(key types.NamespacedName) string {
+	if key.Namespace == "" {
+		return key.Name
+	}
+	return key.String()
 }
 
 // Run implements source.Source.
@@ -113,13 +185,17 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 	if h == nil {
 		return fmt.Errorf("localnode client source: nil handler")
 	}
+	RegisterMetrics()
+	logger := klog.FromContext(ctx)
 	delivered := newGlobal()
 	first := true
 	var topology map[string]string
 	apply := func(b *Batch) error {
-		next, err := delivered.Apply(b)
-		if err != nil {
-			return err
+		next, rejected := delivered.ApplyValid(b)
+		reportRejected(logger, s.opts.Address, rejected)
+		if n := next.Len(); n > s.opts.MaxPendingObjects {
+			return &LimitError{Limit: "MaxPendingObjects", Max: int64(s.opts.MaxPendingObjects), Got: int64(n),
+				What: "objects of the global view the server's batches add up to"}
 		}
 		// ServiceCIDRs go first, so the proxier knows the ranges by its first sync,
 		// which follows the two lists' synced signals.
