@@ -193,26 +193,44 @@ func TestRestartUnderChurn(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Each phase waits for the backend to see changes arrive under churn, not for a
+	// fixed time: on a loaded machine 100 ms held as few as two syncs (the initial state
+	// and one batch), which failed a check that counted them afterwards.
+	waitSyncs(t, "first connection", local, 3)
 	settle("first connection")
 
 	// The server dies and a new instance takes its socket.
 	stop1()
 	time.Sleep(50 * time.Millisecond)
 	_, stop2 := serve(t, src, addr)
-	time.Sleep(100 * time.Millisecond)
+	_, before := local.get()
+	waitSyncs(t, "after a server restart", local, before+2)
 	settle("after a server restart")
 
 	// The clients restart.
 	stopClients()
 	local, viaSource, stopClients = startClients()
-	time.Sleep(100 * time.Millisecond)
+	waitSyncs(t, "after a client restart", local, 3)
 	settle("after a client restart")
 	stopChurn()
 	churn.Wait()
 	stop2()
-	if _, n := local.get(); n < 3 {
-		t.Errorf("node-local backend synced %d times", n)
+}
+
+// waitSyncs waits until c has been synced at least n times, failing after a deadline
+// generous enough for a loaded 2-core machine under -race.
+func waitSyncs(t *testing.T, what string, c *checker, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, got := c.get()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: backend synced %d times under churn in 30s, want at least %d", what, got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
