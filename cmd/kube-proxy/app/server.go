@@ -26,6 +26,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/manifest"
 	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/source"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
 const kubeProxy = "kube-proxy"
@@ -41,6 +42,12 @@ type serverOptions struct {
 	flags           *pflag.FlagSet
 	localNodeServe  string
 	localNodeSource string
+	// nodeAddresses makes a dry run compute for the node's addresses even
+	// without manifests (trace's computed rules); localAddresses, when set,
+	// are those addresses (trace's --local-addresses). See
+	// setDryRunNodeAddresses.
+	nodeAddresses  bool
+	localAddresses []net.IP
 }
 
 // ProxyServer holds everything a running kube-proxy needs.
@@ -75,6 +82,9 @@ type ProxyServer struct {
 	localNodeServe string
 	// localNode feeds the proxier from --localnode-source (localnode_source.go).
 	localNode *localNodeFeed
+	// nodeAddrs, when set, replaces the host's interfaces as the source of
+	// the node's addresses (nodeaddrs.go); nil on a live node.
+	nodeAddrs proxyutil.NetworkInterfacer
 }
 
 // newProxyServer builds a ProxyServer for config; with initOnly it only performs the
@@ -129,6 +139,9 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		return nil, err
 	}
 	s.setNodeIPs(ctx)
+	if s.dryRun != nil && (opts.manifests != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
+		s.setDryRunNodeAddresses(ctx, opts.localAddresses)
+	}
 
 	s.Broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: s.Client.EventsV1()})
 	s.Recorder = s.Broadcaster.NewRecorder(clientsetscheme.Scheme, kubeProxy)
