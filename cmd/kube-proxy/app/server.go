@@ -134,7 +134,13 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 			return nil, err
 		}
 	}
-	s.NodeManager, err = proxy.NewNodeManager(ctx, s.Client, s.NodeName, cfg)
+	if s.manifests != nil {
+		// The manifests are read whole before this, so a Node that is
+		// missing now stays missing: waiting for it only delays the answer.
+		s.NodeManager, err = proxy.NewStaticNodeManager(ctx, s.Client, s.NodeName, cfg)
+	} else {
+		s.NodeManager, err = proxy.NewNodeManager(ctx, s.Client, s.NodeName, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
