@@ -70,7 +70,8 @@ With --manifests (or --kubeconfig/--master) it computes the rules kube-proxy
 would program instead, without touching the host; with --live as well, it
 traces the live rules and says whether they differ from the computed ones.
 
-ipvs mode is traced from live rules only: kube-proxy has no dry run for it.
+In ipvs mode the computed rules are the planned state of kube-proxy's ipvs
+dry run; the live state is not compared with it.
 
 Rules the tracer does not model (another program's matches, a rule edited
 by hand) are named in the answer rather than guessed at.`,
@@ -186,12 +187,9 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 	var liveRules, computedRules trace.Tracer
 	node := &trace.Node{}
 	report := traceReport{}
-	if mode == string(kubeproxyconfig.ProxyModeIPVS) && computed {
-		if !live {
-			return errIPVSNotComputed
-		}
+	if mode == string(kubeproxyconfig.ProxyModeIPVS) && computed && live {
 		computed = false
-		report.Note = "the live rules were not compared with computed ones: " + errIPVSNotComputed.Error()
+		report.Note = "the live rules were not compared with computed ones: " + errIPVSNotCompared.Error()
 	}
 	if computed {
 		text, nodeIPs, err := computeRules(ctx, o, localAddrs...)
@@ -432,6 +430,8 @@ func parseComputed(text, mode string, family v1.IPFamily) (trace.Tracer, error) 
 		return trace.ParseNFTScript(section.String(), "kube-proxy")
 	case kubeproxyconfig.ProxyModeIPTables, "":
 		return parseIPTablesDryRun(section.String())
+	case kubeproxyconfig.ProxyModeIPVS:
+		return parseIPVSDryRun(section.String())
 	}
 	return nil, fmt.Errorf("proxy mode %q cannot be traced from computed rules (iptables and nftables can)", mode)
 }
