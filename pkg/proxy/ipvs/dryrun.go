@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	netutils "k8s.io/utils/net"
@@ -73,13 +74,18 @@ func dryRunDeps(d *deps, isIPv6 bool) {
 type memNetlink struct {
 	isIPv6 bool
 	nw     proxyutil.NetworkInterfacer
-	dummy  bool
-	bound  map[string][]string
+	// mu guards the rest: the rules check may read while nothing syncs,
+	// from another goroutine than the sync's.
+	mu    sync.Mutex
+	dummy bool
+	bound map[string][]string
 }
 
 var _ NetLinkHandle = &memNetlink{}
 
 func (h *memNetlink) EnsureAddressBind(address, devName string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if slices.Contains(h.bound[devName], address) {
 		return true, nil
 	}
@@ -88,23 +94,31 @@ func (h *memNetlink) EnsureAddressBind(address, devName string) (bool, error) {
 }
 
 func (h *memNetlink) UnbindAddress(address, devName string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.bound[devName] = slices.DeleteFunc(h.bound[devName], func(a string) bool { return a == address })
 	return nil
 }
 
 func (h *memNetlink) EnsureDummyDevice(devName string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	exist := h.dummy
 	h.dummy = true
 	return exist, nil
 }
 
 func (h *memNetlink) DeleteDummyDevice(devName string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.dummy = false
 	delete(h.bound, devName)
 	return nil
 }
 
 func (h *memNetlink) ListBindAddress(devName string) ([]string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return slices.Clone(h.bound[devName]), nil
 }
 
@@ -137,6 +151,8 @@ func (h *memNetlink) GetAllLocalAddresses() (sets.Set[string], error) {
 }
 
 func (h *memNetlink) GetLocalAddresses(dev string) (sets.Set[string], error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	out := sets.New[string]()
 	for _, a := range h.bound[dev] {
 		if ip := netutils.ParseIPSloppy(a); ip != nil && h.valid(ip) {
@@ -147,6 +163,8 @@ func (h *memNetlink) GetLocalAddresses(dev string) (sets.Set[string], error) {
 }
 
 func (h *memNetlink) GetAllLocalAddressesExcept(dev string) (sets.Set[string], error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	out := h.boundSet(dev)
 	if h.nw != nil {
 		addrs, err := h.nw.InterfaceAddrs()
