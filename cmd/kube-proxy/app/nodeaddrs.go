@@ -15,7 +15,8 @@ import (
 // setDryRunNodeAddresses decides which addresses a dry run computes
 // NodePorts (and, in ipvs mode, the node's own virtual servers) for. A
 // live proxier reads them from the host's interfaces every sync. A dry run
-// from manifests, or the computed rules of `kube-proxy trace`, usually runs
+// from manifests (or --localnode-source, which must print the same), or
+// the computed rules of `kube-proxy trace`, usually runs
 // on a machine that is not the node it computes for (an operator's laptop,
 // CI), whose interfaces hold none of the node's addresses: the NodePort
 // rules then matched nothing (an empty nodeport-ips set) and a NodePort

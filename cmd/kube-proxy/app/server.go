@@ -145,7 +145,10 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		return nil, err
 	}
 	s.setNodeIPs(ctx)
-	if s.dryRun != nil && (opts.manifests != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
+	// A dry run from --localnode-source computes for the Node it is handed
+	// as one from manifests does, so that both print the same rules for the
+	// same objects.
+	if s.dryRun != nil && (opts.manifests != "" || opts.localNodeSource != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
 		s.setDryRunNodeAddresses(ctx, opts.localAddresses)
 	}
 
