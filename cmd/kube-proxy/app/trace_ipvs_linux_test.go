@@ -39,7 +39,10 @@ func TestIPVSDryRunParsesAndTraces(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	s, out, err := newDryRunServer(ctx, t, "--manifests="+clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs")
+	// The gate is on by default; another test of this package turns it off
+	// process-wide.
+	gate := "--feature-gates=KubeProxyIPVS=true"
+	s, out, err := newDryRunServer(ctx, t, "--manifests="+clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs", gate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +81,7 @@ func TestIPVSDryRunParsesAndTraces(t *testing.T) {
 		{[]string{"--from=198.19.1.5", "--to=10.96.0.10:80"}, []string{"ACCEPT dnat=198.19.1.10:8080", "ACCEPT dnat=198.19.2.10:8080"}},
 		{[]string{"--from=198.19.1.5", "--to=10.96.0.10:81"}, nil},
 	} {
-		rout, err := runTrace(t, append([]string{"--manifests=" + clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs", "-o", "json"}, tc.args...)...)
+		rout, err := runTrace(t, append([]string{"--manifests=" + clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs", gate, "-o", "json"}, tc.args...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
