@@ -67,6 +67,25 @@ func NewNodeManager(ctx context.Context, client clientset.Interface, nodeName st
 		os.Exit, time.Second, 30*time.Second, 5*time.Minute)
 }
 
+// NewStaticNodeManager is NewNodeManager for a client that holds every
+// object as soon as its informer has synced, such as the in-memory API
+// server of kube-proxy's --manifests: what the Node says then is final, so
+// it waits for nothing. The outcomes are NewNodeManager's after its waits
+// ran out, reached at once: without the Node (or its IPs) it proceeds, as
+// upstream does after 30s, and only NodeCIDR mode, which cannot work
+// without the Node's PodCIDRs, fails.
+func NewStaticNodeManager(ctx context.Context, client clientset.Interface, nodeName string, config *kubeproxyconfig.KubeProxyConfiguration) (*NodeManager, error) {
+	if client == nil || config == nil {
+		return nil, fmt.Errorf("node manager for node %q needs a client and a configuration", nodeName)
+	}
+	return newNodeManager(ctx, client, config.ConfigSyncPeriod.Duration, nodeName,
+		config.DetectLocalMode == kubeproxyconfig.LocalModeNodeCIDR,
+		os.Exit, time.Second, 0, 0)
+}
+
+// newNodeManager waits up to nodeIPsTimeout for the Node's IPs and up to
+// podCIDRsTimeout for its PodCIDRs; both 0 means a static source, where
+// waiting could change nothing.
 func newNodeManager(ctx context.Context, client clientset.Interface, resyncInterval time.Duration,
 	nodeName string, watchPodCIDRs bool, exitFunc func(int),
 	pollInterval, nodeIPsTimeout, podCIDRsTimeout time.Duration,
@@ -87,14 +106,21 @@ func newNodeManager(ctx context.Context, client clientset.Interface, resyncInter
 		return nil, fmt.Errorf("can not sync node informer for node %q", nodeName)
 	}
 
+	static := nodeIPsTimeout == 0 && podCIDRsTimeout == 0
 	node, nodeIPs, podCIDRs := getNodeInfo(logger, nodeLister, nodeName)
-	if len(nodeIPs) == 0 {
+	if len(nodeIPs) == 0 && !static {
 		waitCtx, cancel := context.WithTimeout(ctx, nodeIPsTimeout)
 		_ = wait.PollUntilContextCancel(waitCtx, pollInterval, false, func(context.Context) (bool, error) {
 			node, nodeIPs, podCIDRs = getNodeInfo(logger, nodeLister, nodeName)
 			return len(nodeIPs) != 0, nil
 		})
 		cancel()
+	}
+	if watchPodCIDRs && len(podCIDRs) == 0 && static {
+		if node == nil {
+			return nil, fmt.Errorf("node %q does not exist, and detect-local-mode NodeCIDR needs its spec.podCIDRs", nodeName)
+		}
+		return nil, fmt.Errorf("node %q has no spec.podCIDRs, which detect-local-mode NodeCIDR needs", nodeName)
 	}
 	if watchPodCIDRs && len(podCIDRs) == 0 {
 		waitCtx, cancel := context.WithTimeout(ctx, podCIDRsTimeout)
@@ -111,9 +137,14 @@ func newNodeManager(ctx context.Context, client clientset.Interface, resyncInter
 		}
 	}
 
-	if node == nil {
+	switch {
+	case node == nil && static:
+		logger.Error(nil, "Node does not exist; proceeding without its IPs", "node", klog.KRef("", nodeName))
+	case node != nil && len(nodeIPs) == 0 && static:
+		logger.Error(nil, "Node has no IPs; proceeding without them", "node", klog.KRef("", nodeName))
+	case node == nil:
 		logger.Error(nil, "Timed out waiting for node to exist", "node", klog.KRef("", nodeName))
-	} else if len(nodeIPs) == 0 {
+	case len(nodeIPs) == 0:
 		logger.Error(nil, "Timed out waiting for node to be assigned IPs", "node", klog.KRef("", nodeName))
 	}
 

@@ -283,3 +283,50 @@ func TestNewNodeManagerPublic(t *testing.T) {
 		t.Errorf("NodeCIDR mode must watch PodCIDRs; got watch=%v cidrs=%v", nm.watchPodCIDRs, nm.PodCIDRs())
 	}
 }
+
+// A static source (manifests) is complete once synced: NewStaticNodeManager
+// reaches NewNodeManager's outcomes without its waits.
+func TestNewStaticNodeManager(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		node    *v1.Node
+		mode    kubeproxyconfig.LocalMode
+		wantErr string
+		wantIPs []string
+	}{
+		{name: "node does not exist"},
+		{name: "node does not exist, NodeCIDR", mode: kubeproxyconfig.LocalModeNodeCIDR,
+			wantErr: `node "test-node" does not exist, and detect-local-mode NodeCIDR needs its spec.podCIDRs`},
+		{name: "node without PodCIDRs, NodeCIDR", node: makeNode(withIPs("192.168.1.1")), mode: kubeproxyconfig.LocalModeNodeCIDR,
+			wantErr: `node "test-node" has no spec.podCIDRs`},
+		{name: "node without IPs", node: makeNode()},
+		{name: "node with IPs", node: makeNode(withIPs("192.168.1.1")), wantIPs: []string{"192.168.1.1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			if tc.node != nil {
+				if _, err := client.CoreV1().Nodes().Create(context.Background(), tc.node, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := &kubeproxyconfig.KubeProxyConfiguration{DetectLocalMode: tc.mode}
+			start := time.Now()
+			nm, err := NewStaticNodeManager(context.Background(), client, managerNode, cfg)
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Errorf("took %v; a static source has nothing to wait for", elapsed)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ipStrings(nm.NodeIPs()); !slices.Equal(got, tc.wantIPs) {
+				t.Errorf("NodeIPs = %v, want %v", got, tc.wantIPs)
+			}
+		})
+	}
+}

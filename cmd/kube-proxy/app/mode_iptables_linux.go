@@ -23,6 +23,9 @@ func newIPTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (pro
 	var opts []iptables.Option
 	if f.dryRun != nil {
 		opts = append(opts, iptables.WithDryRun(f.dryRun))
+		if f.nodeAddrs != nil {
+			opts = append(opts, iptables.WithNetworkInterfacer(f.nodeAddrs))
+		}
 	} else {
 		backend, err := s.iptablesBackend(ctx)
 		if err != nil {

@@ -170,7 +170,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	addLocalNodeFlags(fs, &o.localNodeServe)
 	addLocalNodeSourceFlag(fs, &o.localNodeSource)
 	addLocalNodeSourceLimitFlags(fs, &o.sourceLimits)
-	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, or an nft script) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
+	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, an nft script, or in ipvs mode the planned state as ip addr lines, ipvsadm-save -n, ipset save and iptables-save) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
 	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
 	durationFlag(fs, &o.dryRunTimeout, "dry-run-timeout", o.dryRunTimeout, "How long --dry-run may take, from start-up (including waiting for an unreachable API server) to printing the first full sync, before it gives up with an error saying what was still pending (Services or EndpointSlices not yet listed, or which IP families had not finished syncing). With --dry-run-follow it bounds start-up only.")
 

@@ -26,6 +26,9 @@ type familySetup struct {
 	dryRun io.Writer
 	// initOnly asks only for the privileged host preparation; the proxier may be nil.
 	initOnly bool
+	// nodeAddrs, when set, lists the node's addresses in place of the
+	// host's interfaces (a dry run for another node, see nodeaddrs.go).
+	nodeAddrs proxyutil.NetworkInterfacer
 }
 
 // proxierMode is what a mode's file registers in proxierModes.
@@ -69,6 +72,7 @@ func (s *ProxyServer) newProxiers(ctx context.Context, mode proxierMode, dualSta
 			nodeIP:        s.NodeIPs[family],
 			localDetector: localDetectors[family],
 			initOnly:      initOnly,
+			nodeAddrs:     s.nodeAddrs,
 		}
 		if s.dryRun != nil {
 			f.dryRun = s.dryRun.writer(family, mode.dryRunKind)

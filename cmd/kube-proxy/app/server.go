@@ -26,6 +26,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/manifest"
 	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/source"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
 const kubeProxy = "kube-proxy"
@@ -42,6 +43,12 @@ type serverOptions struct {
 	localNodeServe  string
 	localNodeSource string
 	sourceLimits    sourceLimits // --localnode-source-max-pending-*
+	// nodeAddresses makes a dry run compute for the node's addresses even
+	// without manifests (trace's computed rules); localAddresses, when set,
+	// are those addresses (trace's --local-addresses). See
+	// setDryRunNodeAddresses.
+	nodeAddresses  bool
+	localAddresses []net.IP
 }
 
 // ProxyServer holds everything a running kube-proxy needs.
@@ -78,6 +85,9 @@ type ProxyServer struct {
 	localNode *localNodeFeed
 	// sourceLimits bound what the --localnode-source server can make it hold.
 	sourceLimits sourceLimits
+	// nodeAddrs, when set, replaces the host's interfaces as the source of
+	// the node's addresses (nodeaddrs.go); nil on a live node.
+	nodeAddrs proxyutil.NetworkInterfacer
 }
 
 // newProxyServer builds a ProxyServer for config; with initOnly it only performs the
@@ -128,11 +138,23 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 			return nil, err
 		}
 	}
-	s.NodeManager, err = proxy.NewNodeManager(ctx, s.Client, s.NodeName, cfg)
+	if s.manifests != nil {
+		// The manifests are read whole before this, so a Node that is
+		// missing now stays missing: waiting for it only delays the answer.
+		s.NodeManager, err = proxy.NewStaticNodeManager(ctx, s.Client, s.NodeName, cfg)
+	} else {
+		s.NodeManager, err = proxy.NewNodeManager(ctx, s.Client, s.NodeName, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.setNodeIPs(ctx)
+	// A dry run from --localnode-source computes for the Node it is handed
+	// as one from manifests does, so that both print the same rules for the
+	// same objects.
+	if s.dryRun != nil && (opts.manifests != "" || opts.localNodeSource != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
+		s.setDryRunNodeAddresses(ctx, opts.localAddresses)
+	}
 
 	s.Broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: s.Client.EventsV1()})
 	s.Recorder = s.Broadcaster.NewRecorder(clientsetscheme.Scheme, kubeProxy)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/signal"
@@ -131,7 +132,11 @@ func (o *stateOptions) run(ctx context.Context, out io.Writer) error {
 		}
 		var src source.Source
 		if o.manifests != "" {
-			src = manifestsource.New(o.manifests, node, 0)
+			m := manifestsource.New(o.manifests, node, 0)
+			if err := readManifestsOnce(ctx, m); err != nil {
+				return err
+			}
+			src = m
 		} else {
 			client, err := createClient(ctx, config.ClientConnectionConfiguration{Kubeconfig: o.kubeconfig, QPS: 5, Burst: 10, ContentType: "application/vnd.kubernetes.protobuf"}, o.master)
 			if err != nil {
@@ -251,4 +256,26 @@ func renderState(out io.Writer, format, instance string, revision uint64, ops []
 	}
 	_, err = out.Write(b)
 	return err
+}
+
+// readManifestsOnce reads the manifests before the state is computed from
+// them. The source would log a missing path or a bad document and carry
+// on, as a proxy following the files must (a later edit may fix them), but
+// this command prints one state now: waiting out --timeout cannot fix the
+// files, and a state without the documents that failed would look
+// complete. So any of those errors ends the command at once, naming the
+// files and lines.
+func readManifestsOnce(ctx context.Context, m *manifestsource.Source) error {
+	res, err := m.Manifest().Sync(ctx)
+	if err != nil {
+		return fmt.Errorf("--manifests %q: %w", m.Manifest().Path(), err)
+	}
+	if len(res.Problems) > 0 {
+		errs := make([]error, 0, len(res.Problems))
+		for _, p := range res.Problems {
+			errs = append(errs, p)
+		}
+		return fmt.Errorf("--manifests %q: %d documents could not be read: %w", m.Manifest().Path(), len(res.Problems), errors.Join(errs...))
+	}
+	return nil
 }

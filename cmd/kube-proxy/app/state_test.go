@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
@@ -109,5 +111,31 @@ func TestStateCommand(t *testing.T) {
 	out, err := runState(t, "--socket", addr)
 	if err != nil || !strings.Contains(out, "services:\n- clusterIp: 10.0.0.1") {
 		t.Errorf("yaml output: %v\n%s", err, out)
+	}
+}
+
+// With manifests that cannot be read, `state` fails at once with the reason,
+// rather than logging it and waiting out --timeout.
+func TestStateManifestErrorsFailAtOnce(t *testing.T) {
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "svc.yaml"), []byte("apiVersion: v1\nkind: Service\nmetadata: {name: x, namespace: d\nspec: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"missing directory", filepath.Join(t.TempDir(), "nonexistent"), "no such file or directory"},
+		{"parse error", bad, "svc.yaml:3: Service d/x: invalid YAML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := runState(t, "--manifests="+tc.path, "--hostname-override=node-1", "--timeout=30s")
+			if elapsed := time.Since(start); elapsed > 10*time.Second {
+				t.Errorf("took %v: waited out --timeout", elapsed)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }

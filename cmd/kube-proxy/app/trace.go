@@ -70,7 +70,8 @@ With --manifests (or --kubeconfig/--master) it computes the rules kube-proxy
 would program instead, without touching the host; with --live as well, it
 traces the live rules and says whether they differ from the computed ones.
 
-ipvs mode is traced from live rules only: kube-proxy has no dry run for it.
+In ipvs mode the computed rules are the planned state of kube-proxy's ipvs
+dry run; the live state is not compared with it.
 
 Rules the tracer does not model (another program's matches, a rule edited
 by hand) are named in the answer rather than guessed at.`,
@@ -174,18 +175,24 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 	}
 	mode := string(o.config.Mode)
 
+	var localAddrs []netip.Addr
+	for _, a := range to.localAddrs {
+		addr, err := netip.ParseAddr(strings.TrimSpace(a))
+		if err != nil {
+			return fmt.Errorf("--local-addresses %q: %w", a, err)
+		}
+		localAddrs = append(localAddrs, addr)
+	}
+
 	var liveRules, computedRules trace.Tracer
 	node := &trace.Node{}
 	report := traceReport{}
-	if mode == string(kubeproxyconfig.ProxyModeIPVS) && computed {
-		if !live {
-			return errIPVSNotComputed
-		}
+	if mode == string(kubeproxyconfig.ProxyModeIPVS) && computed && live {
 		computed = false
-		report.Note = "the live rules were not compared with computed ones: " + errIPVSNotComputed.Error()
+		report.Note = "the live rules were not compared with computed ones: " + errIPVSNotCompared.Error()
 	}
 	if computed {
-		text, nodeIPs, err := computeRules(ctx, o)
+		text, nodeIPs, err := computeRules(ctx, o, localAddrs...)
 		if err != nil {
 			return fmt.Errorf("computing the rules from %s: %w", computedFrom(o), err)
 		}
@@ -221,12 +228,8 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 			node.Recent = readRecent(ctx, to.netns)
 		}
 	}
-	for _, a := range to.localAddrs {
-		addr, err := netip.ParseAddr(strings.TrimSpace(a))
-		if err != nil {
-			return fmt.Errorf("--local-addresses %q: %w", a, err)
-		}
-		node.LocalAddrs = append(node.LocalAddrs, addr)
+	if len(localAddrs) > 0 {
+		node.LocalAddrs = localAddrs
 	}
 
 	if fs.Changed("bridges") {
@@ -364,8 +367,9 @@ func (to *traceOptions) isPodSource(src netip.Addr) bool {
 }
 
 // computeRules runs the proxier in dry-run mode, as `kube-proxy --dry-run`
-// does, and returns what it would program and the node's addresses.
-func computeRules(ctx context.Context, o *Options) (string, []netip.Addr, error) {
+// does, and returns what it would program and the node's addresses: the
+// Node's, or localAddrs when given (see setDryRunNodeAddresses).
+func computeRules(ctx context.Context, o *Options, localAddrs ...netip.Addr) (string, []netip.Addr, error) {
 	// The dry run's own logs are noise in this command's answer; -v shows
 	// them.
 	if !klog.V(2).Enabled() {
@@ -385,6 +389,7 @@ func computeRules(ctx context.Context, o *Options) (string, []netip.Addr, error)
 	}
 	s, err := newProxyServer(ctx, o.config, serverOptions{
 		master: o.master, manifests: o.manifests, manifestsRescan: time.Hour, dryRun: true, flags: o.flags,
+		nodeAddresses: true, localAddresses: ipsOf(localAddrs),
 	})
 	if err != nil {
 		return "", nil, err
@@ -395,7 +400,7 @@ func computeRules(ctx context.Context, o *Options) (string, []netip.Addr, error)
 		return "", nil, err
 	}
 	var addrs []netip.Addr
-	for _, ip := range s.NodeIPs {
+	for _, ip := range s.nodeAddresses() {
 		if a, ok := netip.AddrFromSlice(ip); ok && ip != nil && !a.Unmap().IsUnspecified() {
 			addrs = append(addrs, a.Unmap())
 		}
@@ -425,6 +430,8 @@ func parseComputed(text, mode string, family v1.IPFamily) (trace.Tracer, error) 
 		return trace.ParseNFTScript(section.String(), "kube-proxy")
 	case kubeproxyconfig.ProxyModeIPTables, "":
 		return parseIPTablesDryRun(section.String())
+	case kubeproxyconfig.ProxyModeIPVS:
+		return parseIPVSDryRun(section.String())
 	}
 	return nil, fmt.Errorf("proxy mode %q cannot be traced from computed rules (iptables and nftables can)", mode)
 }

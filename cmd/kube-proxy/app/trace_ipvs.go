@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	utilipvs "k8s.io/net-utils/ipvs"
@@ -19,9 +20,60 @@ import (
 // takes them.
 const ipvsDummyDevice = "kube-ipvs0"
 
-// errIPVSNotComputed is why `kube-proxy trace --proxy-mode ipvs` reads
-// only live rules.
-var errIPVSNotComputed = errors.New("ipvs mode has no computed rules: kube-proxy has no dry run for ipvs (its IPVS table is kernel state, not a script); trace this node's live rules instead (drop --manifests/--kubeconfig/--master, or add --live)")
+// errIPVSNotCompared is why `kube-proxy trace --proxy-mode ipvs --live`
+// with a source to compute from traces the live state alone.
+var errIPVSNotCompared = errors.New("comparing a live IPVS state with the computed one is not implemented; drop --live to trace the computed state")
+
+// parseIPVSDryRun reads one family's planned state from an ipvs dry run
+// (ipvs.WithDryRun): its "# ip addr", "# ipvsadm-save -n", "# ipset save"
+// and "# iptables-save" sections.
+func parseIPVSDryRun(text string) (*trace.IPVS, error) {
+	sections := map[string]*strings.Builder{}
+	var cur *strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		for _, h := range []string{"# ip addr", "# ipvsadm-save", "# ipset save", "# iptables-save"} {
+			if strings.HasPrefix(line, h) {
+				cur = &strings.Builder{}
+				sections[h] = cur
+				line = ""
+				break
+			}
+		}
+		if cur != nil && line != "" {
+			cur.WriteString(line + "\n")
+		}
+	}
+	for _, h := range []string{"# ip addr", "# ipvsadm-save", "# ipset save", "# iptables-save"} {
+		if sections[h] == nil {
+			return nil, fmt.Errorf("the ipvs dry run has no %q section", h)
+		}
+	}
+	var bound []netip.Addr
+	for _, line := range strings.Split(sections["# ip addr"].String(), "\n") {
+		w := strings.Fields(line)
+		if len(w) < 4 || w[0] != "ip" || w[1] != "addr" || w[2] != "add" {
+			continue
+		}
+		p, err := netip.ParsePrefix(w[3])
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", line, err)
+		}
+		bound = append(bound, p.Addr())
+	}
+	vss, err := trace.ParseIPVSAdmSave(sections["# ipvsadm-save"].String())
+	if err != nil {
+		return nil, fmt.Errorf("ipvsadm-save: %w", err)
+	}
+	sets, err := trace.ParseIPSets(sections["# ipset save"].String())
+	if err != nil {
+		return nil, fmt.Errorf("ipset save: %w", err)
+	}
+	ipt, err := trace.ParseIPTablesSave(sections["# iptables-save"].String())
+	if err != nil {
+		return nil, fmt.Errorf("iptables-save: %w", err)
+	}
+	return trace.NewIPVS(ipt, sets, vss, bound)
+}
 
 // ipvsTableReader reads a namespace's IPVS table; tests replace it, as
 // kernels without IPVS (CI's) cannot hold one.

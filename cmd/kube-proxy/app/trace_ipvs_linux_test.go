@@ -3,11 +3,15 @@
 package app
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/klog/v2/ktesting"
 
 	utilipvs "k8s.io/net-utils/ipvs"
 	ipvstest "k8s.io/net-utils/ipvs/testing"
@@ -28,11 +32,68 @@ func TestTraceIPVSLiveWithoutKernelSupport(t *testing.T) {
 	}
 }
 
-func TestTraceIPVSNotComputed(t *testing.T) {
-	_, err := runTrace(t, "--manifests="+clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs",
-		"--from=198.19.1.5", "--to=10.96.0.10:80")
-	if err == nil || !strings.Contains(err.Error(), "no dry run for ipvs") {
-		t.Fatalf("error %v, want one saying ipvs mode has no computed rules", err)
+// ipvs mode has a dry run: its planned state (ip addr, ipvsadm-save -n,
+// ipset save, iptables-save) parses back, and a trace computed from it
+// DNATs a ClusterIP to the Service's endpoints, as the live state would.
+func TestIPVSDryRunParsesAndTraces(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	// The gate is on by default; another test of this package turns it off
+	// process-wide.
+	gate := "--feature-gates=KubeProxyIPVS=true"
+	s, out, err := newDryRunServer(ctx, t, "--manifests="+clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs", gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"# kube-proxy --dry-run: IPv4, " + ipvsDryRunKind,
+		"ip addr add 10.96.0.10/32 dev kube-ipvs0",
+		"-A -t 10.96.0.10:80 -s rr",
+		"-a -t 10.96.0.10:80 -r 198.19.1.10:8080 -m -w 1",
+		"-A -t 198.18.0.10:30080 -s rr", // a NodePort on the Node's address
+		"add KUBE-CLUSTER-IP 10.96.0.10,tcp:80",
+		"-A KUBE-SERVICES",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("dry run lacks %q", want)
+		}
+	}
+	v, err := parseComputed(text, "ipvs", "IPv4")
+	if err != nil {
+		t.Fatalf("the dry run does not parse back: %v\n%s", err, text)
+	}
+	if len(v.(*trace.IPVS).VirtualServers) == 0 {
+		t.Errorf("no virtual servers parsed")
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("dry run:\n%s", text)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--from=198.19.1.5", "--to=10.96.0.10:80"}, []string{"ACCEPT dnat=198.19.1.10:8080", "ACCEPT dnat=198.19.2.10:8080"}},
+		{[]string{"--from=198.19.1.5", "--to=10.96.0.10:81"}, nil},
+	} {
+		rout, err := runTrace(t, append([]string{"--manifests=" + clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs", gate, "-o", "json"}, tc.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := decodeReport(t, rout)
+		if got := outcomeList(rep.Result); tc.want != nil && !slices.Equal(got, tc.want) {
+			t.Errorf("%v: got %q, want %q\n%s", tc.args, got, tc.want, rout)
+		} else if tc.want == nil && slices.ContainsFunc(got, func(o string) bool { return strings.Contains(o, "dnat") }) {
+			t.Errorf("%v: a port the Service lacks was DNATed: %q", tc.args, got)
+		}
+		if !strings.HasPrefix(rep.Rules, "computed from --manifests") {
+			t.Errorf("rules: %q", rep.Rules)
+		}
 	}
 }
 
@@ -111,7 +172,7 @@ COMMIT
 			if got := outcomeList(rep.Result); !slices.Equal(got, tc.want) {
 				t.Errorf("outcomes %q, want %q\n%s", got, tc.want, out)
 			}
-			if slices.Contains(tc.args, "--live") != strings.Contains(rep.Note, "no dry run for ipvs") || rep.InSync != nil {
+			if slices.Contains(tc.args, "--live") != strings.Contains(rep.Note, "not compared") || rep.InSync != nil {
 				t.Errorf("note %q, in sync %v: want the note exactly when rules were also to be computed, and no comparison", rep.Note, rep.InSync)
 			}
 			for _, o := range rep.Result.Outcomes {

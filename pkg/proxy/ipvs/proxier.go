@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -82,7 +83,10 @@ type Proxier struct {
 	networkInterfacer proxyutil.NetworkInterfacer
 	excludeCIDRs      []*net.IPNet
 	retryInterval     time.Duration
-	logger            klog.Logger
+	// dryRun receives the planned state after each sync that changed it
+	// (WithDryRun); nil otherwise.
+	dryRun io.Writer
+	logger klog.Logger
 
 	// st is what the kernel holds, as far as this proxier knows; only
 	// rulesBackend.Sync touches it, and the Shell never runs that
@@ -114,10 +118,35 @@ func NewProxier(
 		recorder, healthzServer, initOnly, deps{})
 }
 
+// NewProxierWithOptions is NewProxier with Options (WithDryRun among
+// them).
+func NewProxierWithOptions(
+	ctx context.Context,
+	config *kubeproxyconfig.KubeProxyConfiguration,
+	ipFamily v1.IPFamily,
+	ipt utiliptables.Interface,
+	ipvs utilipvs.Interface,
+	ipset utilipset.Interface,
+	sysctl utilsysctl.Interface,
+	localDetector proxyutil.LocalTrafficDetector,
+	nodeName string,
+	nodeIP net.IP,
+	recorder events.EventRecorder,
+	healthzServer *healthcheck.ProxyHealthServer,
+	initOnly bool,
+	opts ...Option,
+) (*Proxier, error) {
+	var d deps
+	for _, o := range opts {
+		o(&d)
+	}
+	return newProxier(ctx, config, ipFamily, ipt, ipvs, ipset, sysctl, localDetector, nodeName, nodeIP,
+		recorder, healthzServer, initOnly, d)
+}
+
 // deps are what NewProxier takes from the host and tests replace. The
 // options every mode shares (service health server, network interfacer,
-// sync hook) get the shared defaults; IPVS mode has no dry run, so DryRun
-// must stay nil.
+// sync hook, dry run) get the shared defaults.
 type deps struct {
 	syncshell.HostOptions
 	netlink       NetLinkHandle
@@ -158,14 +187,18 @@ func newProxier(
 		return nil, fmt.Errorf("ipvs proxier (%s): nil ipset interface", ipFamily)
 	case sysctl == nil:
 		return nil, fmt.Errorf("ipvs proxier (%s): nil sysctl interface", ipFamily)
-	case d.DryRun != nil:
-		return nil, fmt.Errorf("ipvs proxier (%s): dry run is not supported in IPVS mode", ipFamily)
+	case d.DryRun != nil && initOnly:
+		return nil, fmt.Errorf("ipvs proxier (%s): a dry run has no host to initialize", ipFamily)
 	}
 	if d.kernelVersion == nil {
 		d.kernelVersion = utilkernel.GetVersion
 	}
-	if err := prepareHost(config, ipvs, sysctl, d.kernelVersion, logger); err != nil {
-		return nil, err
+	// A dry run plans the Service state only; the host's sysctls and IPVS
+	// timeouts are not part of it.
+	if d.DryRun == nil {
+		if err := prepareHost(config, ipvs, sysctl, d.kernelVersion, logger); err != nil {
+			return nil, err
+		}
 	}
 	if initOnly {
 		logger.Info("System initialized and --init-only specified")
@@ -192,13 +225,16 @@ func newProxier(
 		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)
 	}
 	nodePortAddresses := proxyutil.NewNodePortAddresses(ipFamily, config.NodePortAddresses)
+	d.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
+	if d.DryRun != nil {
+		dryRunDeps(&d, ipFamily == v1.IPv6Protocol)
+	}
 	if d.netlink == nil {
 		d.netlink = NewNetLinkHandle(ipFamily == v1.IPv6Protocol)
 	}
 	if d.conntrack == nil {
 		d.conntrack = conntrack.New()
 	}
-	d.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
 	logger.V(2).Info("Record nodeIP and family", "nodeIP", nodeIP, "family", ipFamily)
 
 	p := &Proxier{
@@ -216,6 +252,7 @@ func newProxier(
 		nodePortAddresses: nodePortAddresses,
 		networkInterfacer: d.NetworkInterfacer,
 		excludeCIDRs:      excludeCIDRs,
+		dryRun:            d.DryRun,
 		logger:            logger,
 		st:                newState(),
 	}

@@ -35,7 +35,14 @@ var (
 
 // Sync implements syncshell.Backend.
 func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell.Outcome, error) {
-	return (*Proxier)(b).syncProxyRules(ctx, u)
+	p := (*Proxier)(b)
+	out, err := p.syncProxyRules(ctx, u)
+	if p.dryRun != nil && err == nil && (out.Programmed || u.Full) {
+		if werr := p.writePlannedState(p.dryRun); werr != nil {
+			return out, fmt.Errorf("writing the planned state: %w", werr)
+		}
+	}
+	return out, err
 }
 
 // ValidServicePort leaves out service ports nothing can be programmed for.

@@ -2,11 +2,16 @@ package manifest
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	netutils "k8s.io/utils/net"
 )
 
@@ -124,4 +129,90 @@ func describeKey(key Key) string {
 		return kind + " " + key.Name
 	}
 	return kind + " " + key.Namespace + "/" + key.Name
+}
+
+// rejectOutOfRange removes from desired every Service with a cluster IP
+// outside the ServiceCIDRs in desired, as an API server's allocator refuses
+// it, and returns a Problem for each. Without any ServiceCIDR the range is
+// not known (it is the API server's flag) and nothing is rejected. It is
+// called with s.mu held.
+func rejectOutOfRange(desired map[Key]applied, order []Key) []Problem {
+	type serviceCIDR struct {
+		prefix netip.Prefix
+		name   string
+	}
+	var cidrs []serviceCIDR
+	for _, key := range order {
+		sc, ok := desired[key].obj.(*networkingv1.ServiceCIDR)
+		if !ok {
+			continue
+		}
+		for _, c := range sc.Spec.CIDRs {
+			if _, n, err := netutils.ParseCIDRSloppy(c); err == nil {
+				if p, ok := netipPrefix(n); ok {
+					cidrs = append(cidrs, serviceCIDR{p, sc.Name})
+				}
+			}
+		}
+	}
+	if len(cidrs) == 0 {
+		return nil
+	}
+	var problems []Problem
+	for _, key := range order {
+		d, ok := desired[key]
+		if !ok {
+			continue
+		}
+		svc, ok := d.obj.(*v1.Service)
+		if !ok || svc.Spec.ClusterIP == v1.ClusterIPNone || svc.Spec.Type == v1.ServiceTypeExternalName {
+			continue
+		}
+		var errs field.ErrorList
+		for i, ip := range svc.Spec.ClusterIPs {
+			parsed := netutils.ParseIPSloppy(ip)
+			addr, ok := netip.AddrFromSlice(parsed)
+			if !ok {
+				continue
+			}
+			addr = addr.Unmap()
+			var ranges []string
+			inside := false
+			for _, c := range cidrs {
+				if c.prefix.Addr().Is4() != addr.Is4() {
+					continue
+				}
+				if c.prefix.Contains(addr) {
+					inside = true
+					break
+				}
+				ranges = append(ranges, fmt.Sprintf("%s (ServiceCIDR %s)", c.prefix, c.name))
+			}
+			if inside {
+				continue
+			}
+			valid := strings.Join(ranges, ", ")
+			if valid == "" {
+				valid = "empty: no ServiceCIDR of this IP family"
+			}
+			// Upstream's allocator message (ipallocator.ErrNotInRange).
+			errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIPs").Index(i), ip,
+				fmt.Sprintf("failed to allocate IP %s: the provided IP (%s) is not in the valid range. The range of valid IPs is %s", ip, ip, valid)))
+		}
+		if len(errs) > 0 {
+			problems = append(problems, Problem{File: d.file, Line: d.line, Object: describeKey(key), Reason: errs.ToAggregate().Error()})
+			delete(desired, key)
+		}
+	}
+	return problems
+}
+
+func netipPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	addr, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	addr = addr.Unmap()
+	return netip.PrefixFrom(addr, ones).Masked(), true
 }

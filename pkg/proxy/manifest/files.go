@@ -110,7 +110,15 @@ func (l *listing) walk(dir string, depth int, visited map[string]bool) error {
 	if err != nil {
 		real = filepath.Clean(dir)
 	}
-	if visited[real] || depth > maxDirDepth {
+	if depth > maxDirDepth {
+		// Not silently: a manifest down there is one the operator wrote
+		// and expects applied. Reported as a problem, it is logged at the
+		// default verbosity with the other skipped files.
+		l.problems = append(l.problems, Problem{File: dir,
+			Reason: fmt.Sprintf("directory not read: deeper than %d directories below the manifests path (the limit guards against symlink loops)", maxDirDepth)})
+		return nil
+	}
+	if visited[real] {
 		l.skipped = append(l.skipped, dir)
 		return nil
 	}

@@ -290,6 +290,10 @@ func (s *Source) sync(ctx context.Context, settle time.Duration) (Result, time.T
 			"this is how a wrong or unreadable path looks (to remove every object on purpose, leave an empty manifest file)", s.path, len(s.applied))
 	}
 
+	for _, p := range rejectOutOfRange(desired, order) {
+		dirty[p.File] = true
+		res.Problems = append(res.Problems, p)
+	}
 	for _, p := range s.rejectConflicts(desired, order) {
 		dirty[p.File] = true
 		res.Problems = append(res.Problems, p)

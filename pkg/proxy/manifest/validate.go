@@ -175,13 +175,36 @@ func validateEndpointIP(path *field.Path, ip string) field.ErrorList {
 	case parsed == nil:
 		return field.ErrorList{field.Invalid(path, ip, "must be a valid IP address")}
 	case parsed.IsUnspecified():
-		return field.ErrorList{field.Invalid(path, ip, "may not be unspecified (0.0.0.0 or ::)")}
+		return field.ErrorList{field.Invalid(path, ip, fmt.Sprintf("may not be unspecified (%v)", ip))}
 	case parsed.IsLoopback():
 		return field.ErrorList{field.Invalid(path, ip, "may not be in the loopback range (127.0.0.0/8, ::1/128)")}
 	case parsed.IsLinkLocalUnicast():
 		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")}
 	case parsed.IsLinkLocalMulticast():
 		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")}
+	}
+	return nil
+}
+
+// validateClusterIP rejects what an API server refuses as a cluster IP.
+// Its validation checks only the format; the allocator then refuses any
+// address outside the service CIDRs (rejectOutOfRange, when the manifests
+// hold ServiceCIDRs), and no service CIDR in a working cluster holds these
+// special-purpose addresses, which the kernel would not route to a Service:
+// so they are refused here even when the manifests name no ServiceCIDR.
+func validateClusterIP(path *field.Path, ip string) field.ErrorList {
+	parsed := netutils.ParseIPSloppy(ip)
+	switch {
+	case parsed == nil:
+		return field.ErrorList{field.Invalid(path, ip, "must be a valid IP address")}
+	case parsed.IsUnspecified():
+		return field.ErrorList{field.Invalid(path, ip, fmt.Sprintf("may not be unspecified (%v)", ip))}
+	case parsed.IsLoopback():
+		return field.ErrorList{field.Invalid(path, ip, "may not be in the loopback range (127.0.0.0/8, ::1/128)")}
+	case parsed.IsMulticast():
+		return field.ErrorList{field.Invalid(path, ip, "may not be a multicast address (224.0.0.0/4, ff00::/8)")}
+	case parsed.IsLinkLocalUnicast():
+		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")}
 	}
 	return nil
 }
@@ -239,7 +262,7 @@ func validateService(svc *v1.Service) field.ErrorList {
 			errs = append(errs, field.Invalid(specPath.Child("clusterIPs").Index(0), spec.ClusterIPs[0], "must match spec.clusterIP"))
 		}
 		for i, ip := range spec.ClusterIPs {
-			errs = append(errs, validateIP(specPath.Child("clusterIPs").Index(i), ip)...)
+			errs = append(errs, validateClusterIP(specPath.Child("clusterIPs").Index(i), ip)...)
 		}
 		if len(spec.ClusterIPs) == 2 {
 			a, b := netutils.ParseIPSloppy(spec.ClusterIPs[0]), netutils.ParseIPSloppy(spec.ClusterIPs[1])

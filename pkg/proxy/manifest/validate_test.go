@@ -43,6 +43,13 @@ func TestDecodeRejectsWhatAnAPIServerRejects(t *testing.T) {
 		{"bad port name", svc("{name: web}", "  clusterIP: 10.96.0.1\n  ports:\n  - {name: HTTP, port: 80}\n"), `spec.ports[0].name: Invalid value: "HTTP"`},
 		{"bad target port name", svc("{name: web}", "  clusterIP: 10.96.0.1\n  ports:\n  - {port: 80, targetPort: not_valid}\n"), `spec.ports[0].targetPort: Invalid value: "not_valid"`},
 		{"loopback external IP", svc("{name: web}", basic+"  externalIPs: [127.0.0.1]\n"), "spec.externalIPs[0]: Invalid value: \"127.0.0.1\": may not be in the loopback range"},
+		{"unspecified external IP", svc("{name: web}", basic+"  externalIPs: [\"::\"]\n"), "spec.externalIPs[0]: Invalid value: \"::\": may not be unspecified (::)"},
+		{"loopback cluster IP", svc("{name: web}", "  clusterIP: 127.0.0.1\n  ports:\n  - port: 80\n"), `spec.clusterIPs[0]: Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)`},
+		{"IPv6 loopback cluster IP", svc("{name: web}", "  clusterIPs: [10.96.0.1, \"::1\"]\n  ports:\n  - port: 80\n"), `spec.clusterIPs[1]: Invalid value: "::1": may not be in the loopback range`},
+		{"multicast cluster IP", svc("{name: web}", "  clusterIP: 224.0.0.1\n  ports:\n  - port: 80\n"), `spec.clusterIPs[0]: Invalid value: "224.0.0.1": may not be a multicast address (224.0.0.0/4, ff00::/8)`},
+		{"global multicast cluster IP", svc("{name: web}", "  clusterIP: 239.1.2.3\n  ports:\n  - port: 80\n"), `spec.clusterIPs[0]: Invalid value: "239.1.2.3": may not be a multicast address`},
+		{"link-local cluster IP", svc("{name: web}", "  clusterIP: 169.254.0.10\n  ports:\n  - port: 80\n"), `spec.clusterIPs[0]: Invalid value: "169.254.0.10": may not be in the link-local range`},
+		{"unspecified cluster IP", svc("{name: web}", "  clusterIP: 0.0.0.0\n  ports:\n  - port: 80\n"), `spec.clusterIPs[0]: Invalid value: "0.0.0.0": may not be unspecified`},
 		{"external traffic policy on an internal Service", svc("{name: web}", basic+"  externalTrafficPolicy: Local\n"), "spec.externalTrafficPolicy: Invalid value"},
 		{"health-check node port without Local", svc("{name: web}", "  type: NodePort\n  clusterIP: 10.96.0.1\n  healthCheckNodePort: 32000\n  ports:\n  - {port: 80, nodePort: 30000}\n"), "spec.healthCheckNodePort: Invalid value: 32000"},
 		{"Local load balancer without a health-check node port", svc("{name: web}", "  type: LoadBalancer\n  externalTrafficPolicy: Local\n  clusterIP: 10.96.0.1\n  ports:\n  - {port: 80, nodePort: 30000}\n"), "spec.healthCheckNodePort: Required value"},
@@ -344,4 +351,89 @@ func TestSourceSettlesEachFile(t *testing.T) {
 	}
 	step(100*time.Millisecond, func() { writeInPlace(t, c, svcYAML("c", "10.96.1.99", 80)) },
 		"default/a=10.96.0.41,default/c=10.96.1.99", 0, 0)
+}
+
+// A cluster IP outside every ServiceCIDR in the manifests is one an API
+// server's allocator refuses; without ServiceCIDRs the range is unknown and
+// only the special-purpose addresses (TestDecodeRejectsWhatAnAPIServerRejects)
+// are refused.
+func TestSourceRejectsClusterIPsOutsideServiceCIDRs(t *testing.T) {
+	cidr := "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: kubernetes}\nspec: {cidrs: [10.96.0.0/16, \"fd00:10:96::/112\"]}\n"
+	dual := "apiVersion: v1\nkind: Service\nmetadata: {name: dual}\nspec:\n  clusterIPs: [10.96.0.3, \"fd00:10:97::3\"]\n  ipFamilyPolicy: RequireDualStack\n  ports: [{port: 80}]\n"
+	for _, tc := range []struct {
+		name     string
+		files    map[string]string
+		want     string
+		problems []string
+	}{
+		{
+			name:  "inside and outside the ServiceCIDR",
+			files: map[string]string{"cidr.yaml": cidr, "a.yaml": svcYAML("a", "10.96.0.1", 80), "b.yaml": svcYAML("b", "10.97.0.1", 80)},
+			want:  "default/a=10.96.0.1",
+			problems: []string{`b.yaml:1: Service default/b: spec.clusterIPs[0]: Invalid value: "10.97.0.1": failed to allocate IP 10.97.0.1: ` +
+				`the provided IP (10.97.0.1) is not in the valid range. The range of valid IPs is 10.96.0.0/16 (ServiceCIDR kubernetes)`},
+		},
+		{
+			name:  "the second family outside",
+			files: map[string]string{"cidr.yaml": cidr, "a.yaml": svcYAML("a", "10.96.0.1", 80), "dual.yaml": dual},
+			want:  "default/a=10.96.0.1",
+			problems: []string{`dual.yaml:1: Service default/dual: spec.clusterIPs[1]: Invalid value: "fd00:10:97::3": failed to allocate IP fd00:10:97::3: ` +
+				`the provided IP (fd00:10:97::3) is not in the valid range. The range of valid IPs is fd00:10:96::/112 (ServiceCIDR kubernetes)`},
+		},
+		{
+			name:  "no ServiceCIDRs: any unicast address",
+			files: map[string]string{"a.yaml": svcYAML("a", "10.96.0.1", 80), "b.yaml": svcYAML("b", "10.97.0.1", 80)},
+			want:  "default/a=10.96.0.1,default/b=10.97.0.1",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			dir := t.TempDir()
+			for name, data := range tc.files {
+				writeFile(t, filepath.Join(dir, name), data)
+			}
+			s := NewSource(dir)
+			res, err := s.Sync(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(serviceNames(t, s), ","); got != tc.want {
+				t.Errorf("services = %s, want %s", got, tc.want)
+			}
+			var got []string
+			for _, p := range res.Problems {
+				got = append(got, strings.TrimPrefix(p.Error(), dir+string(filepath.Separator)))
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.problems, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.problems, "\n"))
+			}
+		})
+	}
+}
+
+// A manifest nested deeper than the reader descends is not read, and the
+// log says so at the default verbosity rather than dropping it silently.
+func TestSourceReportsTooDeepDirectories(t *testing.T) {
+	ctx, logs := bufferedContext(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), svcYAML("a", "10.96.0.1", 80))
+	deep := dir
+	for i := range 70 {
+		deep = filepath.Join(deep, fmt.Sprintf("d%d", i))
+	}
+	writeFile(t, filepath.Join(deep, "b.yaml"), svcYAML("b", "10.96.0.2", 80))
+	s := NewSource(dir)
+	res, err := s.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(serviceNames(t, s), ","); got != "default/a=10.96.0.1" {
+		t.Errorf("services = %s", got)
+	}
+	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0].Reason, "deeper than 64 directories") {
+		t.Errorf("problems %v, want one naming the depth limit", res.Problems)
+	}
+	if out := logs(); !strings.Contains(out, "deeper than 64 directories") || !strings.Contains(out, "d64") {
+		t.Errorf("the log does not say which directory was skipped and why:\n%s", out)
+	}
 }

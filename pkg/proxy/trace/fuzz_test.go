@@ -83,3 +83,22 @@ func FuzzParseNFTScript(f *testing.F) {
 		CompareNFT(nft, nft, 3)
 	})
 }
+
+func FuzzParseIPVSAdmSave(f *testing.F) {
+	f.Add([]byte("-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 198.19.1.10:8080 -m -w 1\n-A -u [fd00::1]:53 -s sh -b sh-port -p 10800\n-A -f 7 -s rr\n"))
+	f.Add([]byte("-a -t 10.96.0.10:80 -r 198.19.1.10:8080\n-A -t\n-A -s rr -p x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		vss, err := ParseIPVSAdmSave(string(data))
+		if err != nil {
+			return
+		}
+		for _, vs := range vss {
+			_ = vs.String()
+			for _, rs := range vs.RealServers {
+				if rs.Weight < 0 {
+					t.Errorf("negative weight %d accepted", rs.Weight)
+				}
+			}
+		}
+	})
+}

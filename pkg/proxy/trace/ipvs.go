@@ -151,6 +151,110 @@ func ParseIPVSAdm(text string) ([]VirtualServer, error) {
 	return out, nil
 }
 
+// ParseIPVSAdmSave reads `ipvsadm-save -n` output (what `ipvsadm -S -n`
+// writes and `ipvsadm -R` reads): "-A" lines adding virtual servers, each
+// followed by "-a" lines adding its real servers. Lines starting with "#"
+// and blank lines are skipped.
+func ParseIPVSAdmSave(text string) ([]VirtualServer, error) {
+	var out []VirtualServer
+	index := map[string]int{}
+	for i, line := range strings.Split(text, "\n") {
+		lineNo := i + 1
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		w := strings.Fields(t)
+		if w[0] != "-A" && w[0] != "-a" {
+			return nil, fmt.Errorf("line %d: %q: want an -A (virtual server) or -a (real server) line", lineNo, t)
+		}
+		var vs VirtualServer
+		var svc string
+		rs := RealServer{Forward: "Route", Weight: 1}
+		haveRS := false
+		for j := 1; j < len(w); j++ {
+			opt := w[j]
+			if j+1 >= len(w) && opt != "-m" && opt != "-g" && opt != "-i" {
+				return nil, fmt.Errorf("line %d: %s without a value", lineNo, opt)
+			}
+			switch opt {
+			case "-t", "--tcp-service", "-u", "--udp-service", "--sctp-service":
+				vs.Protocol = map[string]string{"-t": "TCP", "--tcp-service": "TCP", "-u": "UDP", "--udp-service": "UDP", "--sctp-service": "SCTP"}[opt]
+				ap, err := netip.ParseAddrPort(w[j+1])
+				if err != nil {
+					return nil, fmt.Errorf("line %d: virtual server %q: %w", lineNo, w[j+1], err)
+				}
+				vs.Address, vs.Port = ap.Addr().Unmap(), ap.Port()
+				svc = vs.String()
+				j++
+			case "-f", "--fwmark-service":
+				m, err := strconv.ParseUint(w[j+1], 0, 32)
+				if err != nil {
+					return nil, fmt.Errorf("line %d: firewall mark %q: %w", lineNo, w[j+1], err)
+				}
+				vs.FWMark = uint32(m)
+				svc = vs.String()
+				j++
+			case "-s", "--scheduler":
+				vs.Scheduler = w[j+1]
+				j++
+			case "-p", "--persistent":
+				n, err := strconv.ParseUint(w[j+1], 10, 32)
+				if err != nil {
+					return nil, fmt.Errorf("line %d: persistence timeout %q: %w", lineNo, w[j+1], err)
+				}
+				vs.Persistent, vs.Timeout = true, uint32(n)
+				j++
+			case "-b", "--sched-flags":
+				vs.Flags = append(vs.Flags, strings.Split(w[j+1], ",")...)
+				j++
+			case "-r", "--real-server":
+				ap, err := netip.ParseAddrPort(w[j+1])
+				if err != nil {
+					return nil, fmt.Errorf("line %d: real server %q: %w", lineNo, w[j+1], err)
+				}
+				rs.Address, rs.Port, haveRS = ap.Addr().Unmap(), ap.Port(), true
+				j++
+			case "-w", "--weight":
+				n, err := strconv.Atoi(w[j+1])
+				if err != nil || n < 0 {
+					return nil, fmt.Errorf("line %d: weight %q: want a number of 0 or more", lineNo, w[j+1])
+				}
+				rs.Weight = n
+				j++
+			case "-m", "--masquerading":
+				rs.Forward = "Masq"
+			case "-g", "--gatewaying":
+				rs.Forward = "Route"
+			case "-i", "--ipip":
+				rs.Forward = "Tunnel"
+			default:
+				return nil, fmt.Errorf("line %d: option %q not understood", lineNo, opt)
+			}
+		}
+		if svc == "" {
+			return nil, fmt.Errorf("line %d: %q names no virtual server (-t, -u, --sctp-service or -f)", lineNo, t)
+		}
+		if w[0] == "-A" {
+			if _, dup := index[svc]; dup {
+				return nil, fmt.Errorf("line %d: virtual server %s added twice", lineNo, svc)
+			}
+			index[svc] = len(out)
+			out = append(out, vs)
+			continue
+		}
+		k, ok := index[svc]
+		if !ok {
+			return nil, fmt.Errorf("line %d: real server of virtual server %s, which is not added before it", lineNo, svc)
+		}
+		if !haveRS {
+			return nil, fmt.Errorf("line %d: %q names no real server (-r)", lineNo, t)
+		}
+		out[k].RealServers = append(out[k].RealServers, rs)
+	}
+	return out, nil
+}
+
 // IPVS is an ipvs-mode node: kube-proxy's iptables rules (which match its
 // ip sets), the ip sets, the IPVS table, and the addresses bound to the
 // kube-ipvs0 dummy interface (local, so IPVS sees packets to them).

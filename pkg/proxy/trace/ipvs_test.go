@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -485,4 +486,57 @@ func FuzzParseIPVS(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseIPVSAdmSave(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       []string // VirtualServer.String() and real servers "addr weight forward"
+		wantErr    string
+	}{
+		{name: "services and real servers", text: `# a comment
+-A -t 10.96.0.10:80 -s rr
+-a -t 10.96.0.10:80 -r 198.19.1.10:8080 -m -w 1
+-a -t 10.96.0.10:80 -r 198.19.2.10:8080 -m -w 0
+-A -u 10.96.0.53:53 -s rr -p 10800
+-a -u 10.96.0.53:53 -r 198.19.1.53:53 -m -w 1
+-A -t [fd00:10:96::14]:80 -s sh -b sh-port
+-a -t [fd00:10:96::14]:80 -r [fd00:1:1::15]:8080 -g -w 2
+-A -f 7 -s rr
+`, want: []string{
+			"10.96.0.10:80/TCP rr persistent=false flags=[] [198.19.1.10:8080 w1 Masq 198.19.2.10:8080 w0 Masq]",
+			"10.96.0.53:53/UDP rr persistent=true flags=[] [198.19.1.53:53 w1 Masq]",
+			"[fd00:10:96::14]:80/TCP sh persistent=false flags=[sh-port] [[fd00:1:1::15]:8080 w2 Route]",
+			"fwmark 7 rr persistent=false flags=[] []",
+		}},
+		{name: "real server before its service", text: "-a -t 10.96.0.10:80 -r 198.19.1.10:8080 -m -w 1\n", wantErr: "line 1: real server of virtual server 10.96.0.10:80/TCP, which is not added before it"},
+		{name: "service added twice", text: "-A -t 10.96.0.10:80 -s rr\n-A -t 10.96.0.10:80 -s rr\n", wantErr: "line 2: virtual server 10.96.0.10:80/TCP added twice"},
+		{name: "unknown option", text: "-A -t 10.96.0.10:80 -s rr -x 1\n", wantErr: `line 1: option "-x" not understood`},
+		{name: "not a save line", text: "TCP 10.96.0.10:80 rr\n", wantErr: "want an -A (virtual server) or -a (real server) line"},
+		{name: "bad weight", text: "-A -t 10.96.0.10:80 -s rr\n-a -t 10.96.0.10:80 -r 198.19.1.10:8080 -m -w -1\n", wantErr: `line 2: weight "-1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vss, err := ParseIPVSAdmSave(tc.text)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, vs := range vss {
+				var rss []string
+				for _, rs := range vs.RealServers {
+					rss = append(rss, fmt.Sprintf("%s w%d %s", rs, rs.Weight, rs.Forward))
+				}
+				got = append(got, fmt.Sprintf("%s %s persistent=%v flags=%v %v", vs.String(), vs.Scheduler, vs.Persistent, vs.Flags, rss))
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
 }

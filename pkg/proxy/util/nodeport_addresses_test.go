@@ -158,3 +158,33 @@ func BenchmarkGetNodeIPs(b *testing.B) {
 		}
 	}
 }
+
+// StaticNetwork stands for another node's interfaces (a dry run for it):
+// nodePortAddresses select among its addresses by family and CIDR.
+func TestStaticNetwork(t *testing.T) {
+	nw := util.StaticNetwork{IPs: []net.IP{
+		netutils.ParseIPSloppy("198.18.0.10"), netutils.ParseIPSloppy("fd00:18::10"), net.IPv4(127, 0, 0, 1),
+	}}
+	for _, tc := range []struct {
+		family v1.IPFamily
+		cidrs  []string
+		want   []string
+	}{
+		{v1.IPv4Protocol, []string{"198.18.0.10/32"}, []string{"198.18.0.10"}},
+		{v1.IPv4Protocol, nil, []string{"198.18.0.10", "127.0.0.1"}},
+		{v1.IPv6Protocol, nil, []string{"fd00:18::10"}},
+		{v1.IPv4Protocol, []string{"10.0.0.0/8"}, []string{}},
+	} {
+		ips, err := util.NewNodePortAddresses(tc.family, tc.cidrs).GetNodeIPs(nw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{}
+		for _, ip := range ips {
+			got = append(got, ip.String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s %v: got %v, want %v", tc.family, tc.cidrs, got, tc.want)
+		}
+	}
+}
