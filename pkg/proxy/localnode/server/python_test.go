@@ -59,9 +59,9 @@ func pythonLines(t *testing.T, srv *Server, only ...string) string {
 	t.Helper()
 	var b strings.Builder
 	for _, f := range []localnode.Family{localnode.IPv4, localnode.IPv6} {
-		state, ok := srv.State(f)
-		if !ok {
-			continue
+		state, err := srv.State(f)
+		if err != nil {
+			t.Fatal(err)
 		}
 		for _, svc := range state.Services {
 			if len(only) > 0 && !slices.Contains(only, svc.Name.Name) {
