@@ -137,6 +137,7 @@ def main():
         try:
             for changed, reset in w.batches():
                 if reset:
+                    print("whole state from server instance %s" % w.instance_id, file=sys.stderr)
                     w.print_all()
                 elif changed:
                     w.print_changes(changed)
