@@ -17,7 +17,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/knftables"
 
+	configv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	"k8s.io/kube-proxy/pkg/proxy/apis/config/scheme"
+	"k8s.io/kube-proxy/pkg/proxy/apis/config/validation"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/nftables"
@@ -39,11 +42,10 @@ func run(ctx context.Context, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
-	cfg.SyncPeriod.Duration = 30 * time.Second
-	cfg.MinSyncPeriod.Duration = 10 * time.Millisecond
-	cfg.NFTables.MasqueradeBit = ptr.To[int32](14)
-	cfg.NodePortAddresses = []string{"primary"}
+	cfg, err := config()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 
 	// Every sync reports here; the program waits on it rather than sleeping.
 	synced := make(chan syncshell.SyncResult, 16)
@@ -100,6 +102,28 @@ func run(ctx context.Context, out io.Writer) error {
 
 	_, err = io.WriteString(out, nft.Dump())
 	return err
+}
+
+// config builds the proxier's configuration as docs/migrating-from-kubernetes.md
+// says: the versioned type with what this program sets, kube-proxy's defaults for
+// the rest, converted to the internal type and validated. (The internal type's zero
+// value is not kube-proxy's defaults.)
+func config() (*kubeproxyconfig.KubeProxyConfiguration, error) {
+	versioned := &configv1alpha1.KubeProxyConfiguration{
+		Mode:              "nftables",
+		NodePortAddresses: []string{"primary"},
+	}
+	// Short, so the example's syncs follow its changes at once (default 1s).
+	versioned.NFTables.MinSyncPeriod.Duration = 10 * time.Millisecond
+	scheme.Scheme.Default(versioned)
+	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
+	if err := scheme.Scheme.Convert(versioned, cfg, nil); err != nil {
+		return nil, err
+	}
+	if errs := validation.Validate(cfg); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return cfg, nil
 }
 
 func service() *v1.Service {

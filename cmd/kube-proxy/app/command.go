@@ -14,7 +14,7 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json and its flags, as upstream
-	"k8s.io/component-base/version/verflag"
+	_ "k8s.io/component-base/version/verflag"    // --version, parsed by printVersionAndExitIfRequested
 
 	"k8s.io/kube-proxy/pkg/features"
 )
@@ -36,7 +36,9 @@ with the apiserver API to configure the proxy.
 This build can also run without a cluster: --manifests reads Services, EndpointSlices
 and Nodes from YAML/JSON files, and --dry-run prints the rules instead of programming them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			verflag.PrintAndExitIfRequested()
+			if printVersionAndExitIfRequested(cmd.Flags(), cmd.OutOrStdout()) {
+				return nil
+			}
 
 			if err := initForOS(opts.config.Windows.RunAsService); err != nil {
 				return fmt.Errorf("failed os init: %w", err)

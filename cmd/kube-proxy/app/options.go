@@ -91,7 +91,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "The path to the configuration file (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1 or v1alpha2).")
 	fs.StringVar(&o.WriteConfigTo, "write-config-to", o.WriteConfigTo, "If set, write the default configuration values to this file and exit.")
-	fs.BoolVar(&o.CleanupAndExit, "cleanup", o.CleanupAndExit, "If true cleanup iptables and ipvs rules and exit.")
+	fs.BoolVar(&o.CleanupAndExit, "cleanup", o.CleanupAndExit, "If true cleanup iptables and ipvs rules and exit. "+
+		"On Linux it removes what every proxy mode programs, whatever --proxy-mode says: kube-proxy's iptables chains "+
+		"(KUBE-SERVICES, KUBE-SVC-*, KUBE-PROXY-CANARY, ...) and their jumps from the built-in chains, IPv4 and IPv6; "+
+		"every IPVS virtual server (also ones kube-proxy did not create), the kube-ipvs0 device and the ipvs mode's ip sets; "+
+		"and the nftables tables 'ip kube-proxy' and 'ip6 kube-proxy'. It leaves the KUBE-FIREWALL chain and its jumps from INPUT and OUTPUT, "+
+		"which kubelet owns (the iptables mode creates them too, as upstream's does, in case kubelet has not yet), conntrack entries and sysctls. "+
+		"On Windows it deletes every HNS load balancer.")
 
 	fs.Var(cliflag.NewMapStringBool(&o.config.FeatureGates), "feature-gates", "A set of key=value pairs that describe feature gates for alpha/experimental features. "+
 		"Options are:\n"+strings.Join(features.DefaultFeatureGate.KnownFeatures(), "\n")+"\n"+

@@ -14,7 +14,6 @@ import (
 	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/version"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 
@@ -197,7 +196,8 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 // hard bind failure, or (in a dry run) the first rules have been printed.
 func (s *ProxyServer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Version info", "version", version.Get())
+	v := buildVersion()
+	logger.Info("Version info", "version", v.GitVersion, "commit", v.GitCommit, "treeState", v.GitTreeState, "goVersion", v.GoVersion, "platform", v.Platform)
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"), "GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
 	proxymetrics.RegisterMetrics(s.Config.Mode)
