@@ -59,8 +59,8 @@ type Options struct {
 	ipvsSyncPeriod        time.Duration
 	ipvsMinSyncPeriod     time.Duration
 	clusterCIDRs          string
-	localNodeServe        string // --localnode-serve, localnode_serve.go
-	localNodeSource       string // --localnode-source, localnode_source.go
+	localNodeServe        localNodeServeOptions  // --localnode-serve and its TLS flags, localnode_serve.go
+	localNodeSource       localNodeSourceOptions // --localnode-source and its TLS flags, localnode_source.go
 
 	// Additions to upstream's flag set.
 	writeConfigVersion string
@@ -165,7 +165,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.manifests, "manifests", o.manifests, "Run without a cluster: read Services, EndpointSlices, Nodes and ServiceCIDRs from this YAML/JSON file or directory (multi-document files and List kinds are accepted) instead of an API server, and follow changes to it. A bad document is reported with file:line and skipped; the rest applies. Use --hostname-override to say which Node in the manifests this is. Cannot be combined with --kubeconfig or --master.")
 	durationFlag(fs, &o.manifestsRescan, "manifests-rescan-period", o.manifestsRescan, "With --manifests, how often to re-read every file even without a file-system notification.")
 	addLocalNodeFlags(fs, &o.localNodeServe)
-	addLocalNodeSourceFlag(fs, &o.localNodeSource)
+	addLocalNodeSourceFlags(fs, &o.localNodeSource)
 	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, or an nft script) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
 	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
 	durationFlag(fs, &o.dryRunTimeout, "dry-run-timeout", o.dryRunTimeout, "How long --dry-run may take, from start-up (including waiting for an unreachable API server) to printing the first full sync, before it gives up with an error saying what was still pending (Services or EndpointSlices not yet listed, or which IP families had not finished syncing). With --dry-run-follow it bounds start-up only.")
@@ -321,7 +321,15 @@ func (o *Options) Validate() error {
 	if o.manifests != "" && (o.master != "" || o.config.ClientConnection.Kubeconfig != "") {
 		errs = append(errs, fmt.Errorf("--manifests %q cannot be combined with --kubeconfig or --master: it replaces the API server", o.manifests))
 	}
-	if err := validateLocalNodeSource(o.localNodeSource, o.config.ClientConnection.Kubeconfig, o.master, o.manifests, o.localNodeServe); err != nil {
+	if err := validateLocalNodeSource(o.localNodeSource, o.config.ClientConnection.Kubeconfig, o.master, o.manifests, o.localNodeServe.address); err != nil {
+		errs = append(errs, err)
+	} else if _, err := o.localNodeSource.tlsConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateLocalNodeServe(o.localNodeServe); err != nil {
+		errs = append(errs, err)
+	} else if _, err := o.localNodeServe.tlsConfig(); err != nil {
+		// Read now, so a missing or bad file fails before anything changes on the host.
 		errs = append(errs, err)
 	}
 	if o.manifestsRescan <= 0 {
@@ -366,7 +374,7 @@ func (o *Options) Run(ctx context.Context) error {
 		var cancel context.CancelFunc
 		ctx, disarmDeadline, cancel = withDryRunDeadline(ctx, o.dryRunTimeout)
 		defer cancel()
-		if o.manifests == "" && o.localNodeSource == "" {
+		if o.manifests == "" && o.localNodeSource.address == "" {
 			client, err := createClient(ctx, o.config.ClientConnection, o.master)
 			if err != nil {
 				return err

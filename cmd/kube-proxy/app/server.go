@@ -39,8 +39,8 @@ type serverOptions struct {
 	dryRun          bool
 	dryRunFollow    bool
 	flags           *pflag.FlagSet
-	localNodeServe  string
-	localNodeSource string
+	localNodeServe  localNodeServeOptions
+	localNodeSource localNodeSourceOptions
 }
 
 // ProxyServer holds everything a running kube-proxy needs.
@@ -71,8 +71,8 @@ type ProxyServer struct {
 	apiHealth    *apiHealth
 	// metricsErrCh reports a metrics-server bind failure with bindAddressHardFail.
 	metricsErrCh chan error
-	// localNodeServe is --localnode-serve (localnode_serve.go).
-	localNodeServe string
+	// localNodeServe is --localnode-serve and its TLS flags (localnode_serve.go).
+	localNodeServe localNodeServeOptions
 	// localNode feeds the proxier from --localnode-source (localnode_source.go).
 	localNode *localNodeFeed
 }
@@ -106,8 +106,10 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		return nil, fmt.Errorf("determining the node name (hostnameOverride %q): %w", cfg.HostnameOverride, err)
 	}
 
-	if opts.localNodeSource != "" {
-		s.connectLocalNode(ctx, opts.localNodeSource)
+	if opts.localNodeSource.address != "" {
+		if err := s.connectLocalNode(ctx, opts.localNodeSource); err != nil {
+			return nil, err
+		}
 	} else if err := s.connect(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -200,7 +202,9 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 	}
 
 	if s.dryRun == nil {
-		s.startLocalNodeServer(ctx, s.localNodeServe)
+		if err := s.startLocalNodeServer(ctx, s.localNodeServe); err != nil {
+			return err
+		}
 	}
 	s.birthCry()
 	go s.Proxier.SyncLoop()
