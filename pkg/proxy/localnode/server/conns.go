@@ -17,11 +17,6 @@ import (
 // never do cannot hold the server's connection slots.
 const DefaultIdleTimeout = 5 * time.Second
 
-// idleGrace is how long after the idle timeout a connection is closed hard, when gRPC's
-// graceful close (a GOAWAY at the idle timeout) did not end it: a peer that never
-// finished its handshake, or ignores the GOAWAY.
-const idleGrace = time.Second
-
 // connTracker admits at most max connections. Before, a limit that held Accept let
 // idle connections fill every slot, and a real client then waited in the kernel's
 // backlog until it timed out. Now a connection with no RPC in progress is closed after
@@ -78,7 +73,7 @@ func (l *connTracker) admit(c net.Conn) *trackedConn {
 	}
 	tc := &trackedConn{Conn: c, l: l, idleSince: time.Now()}
 	tc.elem = l.conns.PushBack(tc)
-	tc.timer = time.AfterFunc(l.idle+idleGrace, tc.idleCheck)
+	tc.timer = time.AfterFunc(l.idle, tc.idleCheck)
 	l.mu.Unlock()
 	if victim != nil {
 		connectionsEvicted.WithLabelValues("limit").Inc()
@@ -126,7 +121,10 @@ func (c *trackedConn) Close() error {
 	return err
 }
 
-// idleCheck runs when c may have been idle for the timeout (and its grace).
+// idleCheck runs when c may have been idle for the timeout. It closes the connection
+// outright rather than asking gRPC to (keepalive's MaxConnectionIdle sends a GOAWAY):
+// that would not reach a peer that never finished its handshake, and a client that
+// starts an RPC just then retries on a new connection either way.
 func (c *trackedConn) idleCheck() {
 	l := c.l
 	l.mu.Lock()
@@ -135,7 +133,7 @@ func (c *trackedConn) idleCheck() {
 		l.mu.Unlock()
 		return
 	}
-	if left := l.idle + idleGrace - time.Since(c.idleSince); left > 0 {
+	if left := l.idle - time.Since(c.idleSince); left > 0 {
 		// An RPC came and went since the timer was set.
 		c.timer.Reset(left)
 		l.mu.Unlock()
@@ -159,7 +157,7 @@ func (c *trackedConn) rpcEnd() {
 	c.active--
 	if c.active == 0 && c.elem != nil {
 		c.idleSince = time.Now()
-		c.timer.Reset(c.l.idle + idleGrace)
+		c.timer.Reset(c.l.idle)
 	}
 }
 

@@ -181,31 +181,24 @@ func (l *unixListener) Close() error {
 // wants: bounded streams per connection, bounded receive size (clients send only small
 // requests), keepalive to drop dead peers.
 func (s *Server) GRPCServer(tlsConfig *tls.Config) *grpc.Server {
-	return s.grpcServer(tlsConfig, 0)
+	return s.grpcServer(tlsConfig, false)
 }
 
-// grpcServer is GRPCServer; with idle > 0 it also counts each connection's RPCs for
-// the connTracker its listener is wrapped in, and asks gRPC to close connections idle
-// for that long gracefully (a GOAWAY), before the tracker would close them hard.
-func (s *Server) grpcServer(tlsConfig *tls.Config, idle time.Duration) *grpc.Server {
-	ka := keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}
-	connTimeout := 10 * time.Second
-	if idle > 0 {
-		ka.MaxConnectionIdle = idle
-		connTimeout = min(connTimeout, idle)
-	}
+// grpcServer is GRPCServer; with track it also tells each connection of the
+// connTracker its listener is wrapped in when its RPCs begin and end.
+func (s *Server) grpcServer(tlsConfig *tls.Config, track bool) *grpc.Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 10),
 		grpc.MaxConcurrentStreams(16),
-		grpc.KeepaliveParams(ka),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ConnectionTimeout(connTimeout),
+		grpc.ConnectionTimeout(10 * time.Second),
 	}
 	creds := insecure.NewCredentials()
 	if tlsConfig != nil {
 		creds = credentials.NewTLS(tlsConfig)
 	}
-	if idle > 0 {
+	if track {
 		creds = trackingCreds{creds}
 		opts = append(opts, grpc.StatsHandler(rpcCounter{}))
 	}
@@ -266,7 +259,7 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener, opts ServeOp
 		opts.TLS.MinVersion = tls.VersionTLS12
 	}
 	l = newConnTracker(l, opts.MaxConns, opts.IdleTimeout)
-	g := s.grpcServer(opts.TLS, opts.IdleTimeout)
+	g := s.grpcServer(opts.TLS, true)
 	klog.FromContext(ctx).Info("Serving node-local state", "address", l.Addr().String(), "instance", s.instance)
 	done := make(chan struct{})
 	go func() {
