@@ -199,3 +199,51 @@ func TestLocalNodeServeFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalNodeServeConfigFile: a v1alpha2 file's localNode section configures the
+// server, is validated like the flags, and a flag on the command line wins.
+func TestLocalNodeServeConfigFile(t *testing.T) {
+	pki := newTestPKI(t)
+	tests := []struct {
+		name    string
+		config  string
+		args    []string
+		want    localNodeServeOptions
+		wantErr string
+	}{
+		{
+			name:   "from the file",
+			config: "localNode:\n  serveAddress: tcp://0.0.0.0:7777\n  tlsCertFile: " + pki.serverCert + "\n  tlsPrivateKeyFile: " + pki.serverKey + "\n  clientCAFile: " + pki.caFile + "\n",
+			want:   localNodeServeOptions{address: "tcp://0.0.0.0:7777", certFile: pki.serverCert, keyFile: pki.serverKey, clientCAFile: pki.caFile},
+		},
+		{
+			name:   "the flag wins",
+			config: "localNode:\n  serveAddress: unix:///run/a.sock\n",
+			args:   []string{"--localnode-serve", "unix:///run/b.sock"},
+			want:   localNodeServeOptions{address: "unix:///run/b.sock"},
+		},
+		{
+			name:    "validated",
+			config:  "localNode:\n  serveAddress: tcp://0.0.0.0:7777\n",
+			wantErr: "loopback",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--config=" + writeConfig(t, v1alpha2Header+"mode: nftables\n"+tc.config)}, tc.args...)
+			o, err := parseAndComplete(t, args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.localNodeServe != tc.want {
+				t.Errorf("got %+v, want %+v", o.localNodeServe, tc.want)
+			}
+		})
+	}
+}

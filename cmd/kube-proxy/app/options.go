@@ -235,6 +235,7 @@ func (o *Options) Complete(fs *pflag.FlagSet) error {
 	}
 
 	o.platformApplyDefaults(o.config)
+	o.applyLocalNodeServeFlags(fs)
 
 	if err := o.processHostnameOverrideFlag(); err != nil {
 		return err
@@ -269,6 +270,29 @@ func copyLogsFromFlags(from *pflag.FlagSet, to *logsapi.LoggingConfiguration) er
 	})
 	to.VModule = append(to.VModule, fileVModule...)
 	return err
+}
+
+// applyLocalNodeServeFlags puts the --localnode-serve flags given on the command line
+// over the configuration's localNode section (which a v1alpha2 file may set), and
+// takes the effective values back for the server.
+func (o *Options) applyLocalNodeServeFlags(fs *pflag.FlagSet) {
+	ln := &o.config.LocalNode
+	for _, f := range []struct {
+		flag     string
+		from, to *string
+	}{
+		{"localnode-serve", &o.localNodeServe.address, &ln.ServeAddress},
+		{"localnode-serve-tls-cert-file", &o.localNodeServe.certFile, &ln.TLSCertFile},
+		{"localnode-serve-tls-private-key-file", &o.localNodeServe.keyFile, &ln.TLSPrivateKeyFile},
+		{"localnode-serve-client-ca-file", &o.localNodeServe.clientCAFile, &ln.ClientCAFile},
+	} {
+		if fs.Changed(f.flag) {
+			*f.to = *f.from
+		}
+	}
+	o.localNodeServe = localNodeServeOptions{
+		address: ln.ServeAddress, certFile: ln.TLSCertFile, keyFile: ln.TLSPrivateKeyFile, clientCAFile: ln.ClientCAFile,
+	}
 }
 
 func (o *Options) processHostnameOverrideFlag() error {
