@@ -172,3 +172,37 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// TestInsecureTCPOnlyOnLoopback: plain TCP (InsecureTCP) is served on a loopback
+// address only; any other address would expose the cluster's objects to whoever can
+// reach the node. Before, InsecureTCP allowed any address.
+func TestInsecureTCPOnlyOnLoopback(t *testing.T) {
+	srv, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		address string
+		wantErr bool
+	}{
+		{"tcp://0.0.0.0:0", true},
+		{"tcp://[::]:0", true},
+		{"tcp://:0", true},
+		{"tcp://127.0.0.1:0", false},
+		{"tcp://localhost:0", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.address, func(t *testing.T) {
+			// Cancelled up front: an accepted address serves and returns at once.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := srv.Serve(ctx, ServeOptions{Address: tc.address, InsecureTCP: true})
+			if tc.wantErr != (err != nil) {
+				t.Errorf("err = %v, want an error: %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "loopback") {
+				t.Errorf("err = %v, want it to say loopback", err)
+			}
+		})
+	}
+}
