@@ -223,9 +223,9 @@ func TestLocalNodeServeConfigFile(t *testing.T) {
 			want:   localNodeServeOptions{address: "unix:///run/b.sock"},
 		},
 		{
-			name:    "validated",
+			name:    "validated, naming the file",
 			config:  "localNode:\n  serveAddress: tcp://0.0.0.0:7777\n",
-			wantErr: "loopback",
+			wantErr: "localNode in --config",
 		},
 	}
 	for _, tc := range tests {

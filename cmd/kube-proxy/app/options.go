@@ -350,11 +350,17 @@ func (o *Options) Validate() error {
 	} else if _, err := o.localNodeSource.tlsConfig(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := validateLocalNodeServe(o.localNodeServe); err != nil {
-		errs = append(errs, err)
-	} else if _, err := o.localNodeServe.tlsConfig(); err != nil {
+	serveErr := validateLocalNodeServe(o.localNodeServe)
+	if serveErr == nil {
 		// Read now, so a missing or bad file fails before anything changes on the host.
-		errs = append(errs, err)
+		_, serveErr = o.localNodeServe.tlsConfig()
+	}
+	if serveErr != nil && o.ConfigFile != "" && o.config.LocalNode != (kubeproxyconfig.KubeProxyLocalNodeConfiguration{}) {
+		// The messages name the flags; the values may have come from the file.
+		serveErr = fmt.Errorf("%w (the --localnode-serve flags or, where not given, localNode in --config %q)", serveErr, o.ConfigFile)
+	}
+	if serveErr != nil {
+		errs = append(errs, serveErr)
 	}
 	if o.manifestsRescan <= 0 {
 		errs = append(errs, fmt.Errorf("--manifests-rescan-period %v must be greater than 0", o.manifestsRescan))
