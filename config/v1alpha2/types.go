@@ -90,6 +90,29 @@ type KubeProxyConfiguration struct {
 	Linux KubeProxyLinuxConfiguration `json:"linux"`
 	// windows holds Windows options that do not depend on the backend.
 	Windows KubeProxyWindowsConfiguration `json:"windows"`
+
+	// localNode configures the node-local state server (KEP-2104) kube-proxy can run
+	// beside its backend. The --localnode-serve flags, when given on the command
+	// line, take precedence over these fields. Omitted (nil) serves nothing; a
+	// pointer so that files that do not use it are written without it.
+	LocalNode *KubeProxyLocalNodeConfiguration `json:"localNode,omitempty"`
+}
+
+// KubeProxyLocalNodeConfiguration configures the node-local state server.
+type KubeProxyLocalNodeConfiguration struct {
+	// serveAddress is where to serve the node-local state over gRPC:
+	// "unix:///absolute/path.sock" or "tcp://host:port". Empty (the default) serves
+	// nothing. Plain TCP is only allowed on a loopback address (127.0.0.0/8, ::1,
+	// localhost); any other host requires tlsCertFile and tlsPrivateKeyFile.
+	ServeAddress string `json:"serveAddress,omitempty"`
+	// tlsCertFile is the PEM file of the server's certificate (intermediates after
+	// it), for TLS 1.2 or later on a tcp:// serveAddress.
+	TLSCertFile string `json:"tlsCertFile,omitempty"`
+	// tlsPrivateKeyFile is the PEM file of tlsCertFile's private key.
+	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
+	// clientCAFile, with tlsCertFile, requires every client to present a certificate
+	// signed by a CA in this PEM file (mutual TLS).
+	ClientCAFile string `json:"clientCAFile,omitempty"`
 }
 
 // KubeProxyLinuxConfiguration holds Linux options shared by every backend.

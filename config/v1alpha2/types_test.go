@@ -14,14 +14,18 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/fields.txt")
 
 // fieldLines flattens a struct type into "Path GoType json:tag" lines, descending
-// into the struct types of this package only.
+// into the struct types of this package only (also behind a pointer).
 func fieldLines(t reflect.Type, prefix string) []string {
 	var out []string
 	for i := range t.NumField() {
 		f := t.Field(i)
 		out = append(out, fmt.Sprintf("%s%s %s json:%q", prefix, f.Name, f.Type.String(), f.Tag.Get("json")))
-		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
-			out = append(out, fieldLines(f.Type, prefix+f.Name+".")...)
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && ft.PkgPath() == t.PkgPath() {
+			out = append(out, fieldLines(ft, prefix+f.Name+".")...)
 		}
 	}
 	return out

@@ -52,6 +52,11 @@ func (in KubeProxyLinuxConfiguration) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in KubeProxyLocalNodeConfiguration) OpenAPIModelName() string {
+	return "io.k8s.kube-proxy.config.v1alpha2.KubeProxyLocalNodeConfiguration"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in KubeProxyNFTablesConfiguration) OpenAPIModelName() string {
 	return "io.k8s.kube-proxy.config.v1alpha2.KubeProxyNFTablesConfiguration"
 }

@@ -79,15 +79,22 @@ var upstreamFlags = map[string]upstreamFlag{
 
 // Flags this build adds; everything else must be upstream's.
 var addedFlags = map[string]upstreamFlag{
-	"write-config-version":    {"string", "v1alpha2", false},
-	"manifests":               {"string", "", false},
-	"manifests-rescan-period": {"duration", "10s", false},
-	"dry-run":                 {"bool", "false", false},
-	"dry-run-follow":          {"bool", "false", false},
-	"dry-run-timeout":         {"duration", "5m0s", false},
-	"iptables-backend":        {"string", "auto", false}, // Linux only
-	"localnode-serve":         {"string", "", false},
-	"localnode-source":        {"string", "", false},
+	"write-config-version":                  {"string", "v1alpha2", false},
+	"manifests":                             {"string", "", false},
+	"manifests-rescan-period":               {"duration", "10s", false},
+	"dry-run":                               {"bool", "false", false},
+	"dry-run-follow":                        {"bool", "false", false},
+	"dry-run-timeout":                       {"duration", "5m0s", false},
+	"iptables-backend":                      {"string", "auto", false}, // Linux only
+	"localnode-serve":                       {"string", "", false},
+	"localnode-source":                      {"string", "", false},
+	"localnode-serve-tls-cert-file":         {"string", "", false},
+	"localnode-serve-tls-private-key-file":  {"string", "", false},
+	"localnode-serve-client-ca-file":        {"string", "", false},
+	"localnode-source-ca-file":              {"string", "", false},
+	"localnode-source-tls-cert-file":        {"string", "", false},
+	"localnode-source-tls-private-key-file": {"string", "", false},
+	"localnode-source-tls-server-name":      {"string", "", false},
 }
 
 // commandFlags returns the flags the binary accepts: the command's own, the

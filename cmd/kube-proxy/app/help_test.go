@@ -78,3 +78,16 @@ func TestHelpFlagSyntaxLikeUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpLocalNodeServeSyntax: pflag takes a backquoted word in a usage for the
+// value's name; the --localnode-serve usage once quoted a command, and --help showed
+// "--localnode-serve kube-proxy state --socket".
+func TestHelpLocalNodeServeSyntax(t *testing.T) {
+	got := helpSyntax(t)
+	for _, name := range []string{"localnode-serve", "localnode-serve-tls-cert-file", "localnode-serve-tls-private-key-file",
+		"localnode-serve-client-ca-file", "localnode-source", "localnode-source-ca-file"} {
+		if want := "--" + name + " string"; got[name] != want {
+			t.Errorf("--help spells --%s as %q, want %q", name, got[name], want)
+		}
+	}
+}

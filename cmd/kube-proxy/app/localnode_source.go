@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,14 +22,14 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy/config"
 	lnclient "k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
 
-// addLocalNodeSourceFlag registers --localnode-source.
-func addLocalNodeSourceFlag(fs *pflag.FlagSet, address *string) {
-	fs.StringVar(address, "localnode-source", *address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnode/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only). "+
-		"The server's cluster-wide Services, EndpointSlices and ServiceCIDRs feed the proxier, and its Node the topology and /healthz, as a cluster's would; the server must serve this node (see --hostname-override). "+
-		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
+// localNodeSourceOptions are --localnode-source and its TLS flags.
+type localNodeSourceOptions struct {
+	address   string
+	clientTLS clientTLSOptions
 }
 
 // sourceLimits are the client's limits, named here so the options and the server carry
@@ -56,15 +57,102 @@ func validateLocalNodeSourceLimits(prefix string, limits lnclient.Limits) error 
 	return errors.Join(errs...)
 }
 
-// validateLocalNodeSource checks --localnode-source and the flags it cannot be combined
-// with; the message names each flag and its value.
-func validateLocalNodeSource(address, kubeconfig, master, manifests, serve string) error {
+// clientTLSOptions are a LocalNode client's TLS files, as --localnode-source-* and
+// `kube-proxy state --socket-*` name them: flagPrefix is what precedes "ca-file" etc.
+type clientTLSOptions struct {
+	flagPrefix string
+	caFile     string
+	certFile   string
+	keyFile    string
+	serverName string
+}
+
+// addFlags registers the TLS flags of a client whose address flag is addressFlag.
+func (o *clientTLSOptions) addFlags(fs *pflag.FlagSet, addressFlag string) {
+	fs.StringVar(&o.caFile, o.flagPrefix+"ca-file", o.caFile, "With a tcp:// --"+addressFlag+", speak TLS (1.2 or later) and trust the server's certificate only if a CA in this PEM file signed it. Required for any host but a loopback address.")
+	fs.StringVar(&o.certFile, o.flagPrefix+"tls-cert-file", o.certFile, "With --"+o.flagPrefix+"ca-file, the PEM file of a client certificate to present (for a server that requires one, e.g. started with --localnode-serve-client-ca-file).")
+	fs.StringVar(&o.keyFile, o.flagPrefix+"tls-private-key-file", o.keyFile, "With --"+o.flagPrefix+"tls-cert-file, the PEM file of its private key.")
+	fs.StringVar(&o.serverName, o.flagPrefix+"tls-server-name", o.serverName, "With --"+o.flagPrefix+"ca-file, the name the server's certificate must carry (by default the host of --"+addressFlag+").")
+}
+
+// validate checks the TLS flags against address (already checked by
+// checkLocalNodeAddress), without reading the files.
+func (o clientTLSOptions) validate(addressFlag, address string) error {
+	var errs []error
+	flags := []struct{ name, value string }{
+		{"--" + o.flagPrefix + "ca-file", o.caFile},
+		{"--" + o.flagPrefix + "tls-cert-file", o.certFile},
+		{"--" + o.flagPrefix + "tls-private-key-file", o.keyFile},
+		{"--" + o.flagPrefix + "tls-server-name", o.serverName},
+	}
+	hostPort, isTCP := strings.CutPrefix(address, "tcp://")
+	if !isTCP {
+		for _, f := range flags {
+			if f.value != "" {
+				errs = append(errs, fmt.Errorf("%s %q: TLS is only for a tcp:// --%s, not %q", f.name, f.value, addressFlag, address))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if o.caFile == "" {
+		for _, f := range flags[1:] {
+			if f.value != "" {
+				errs = append(errs, fmt.Errorf("%s %q requires --%sca-file", f.name, f.value, o.flagPrefix))
+			}
+		}
+		if host, _, _ := net.SplitHostPort(hostPort); !lnserver.IsLoopbackHost(host) {
+			errs = append(errs, fmt.Errorf("--%s %q: plain TCP is only allowed to a loopback address (127.0.0.1, ::1, localhost); set --%sca-file to speak TLS to %q", addressFlag, address, o.flagPrefix, host))
+		}
+	}
+	if (o.certFile == "") != (o.keyFile == "") {
+		errs = append(errs, fmt.Errorf("--%stls-cert-file %q and --%stls-private-key-file %q: give both or neither", o.flagPrefix, o.certFile, o.flagPrefix, o.keyFile))
+	}
+	return errors.Join(errs...)
+}
+
+// tlsConfig loads the client's TLS configuration; nil without a CA file.
+func (o clientTLSOptions) tlsConfig() (*tls.Config, error) {
+	if o.caFile == "" {
+		return nil, nil
+	}
+	pool, err := loadCertPool("--"+o.flagPrefix+"ca-file", o.caFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{RootCAs: pool, ServerName: o.serverName, MinVersion: tls.VersionTLS12}
+	if o.certFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--%stls-cert-file %q, --%stls-private-key-file %q: %w", o.flagPrefix, o.certFile, o.flagPrefix, o.keyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func (o localNodeSourceOptions) tlsConfig() (*tls.Config, error) { return o.clientTLS.tlsConfig() }
+
+// addLocalNodeSourceFlags registers --localnode-source and its TLS flags.
+func addLocalNodeSourceFlags(fs *pflag.FlagSet, o *localNodeSourceOptions) {
+	fs.StringVar(&o.address, "localnode-source", o.address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnode/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only; otherwise TLS with --localnode-source-ca-file). "+
+		"The server's cluster-wide Services, EndpointSlices and ServiceCIDRs feed the proxier, and its Node the topology and /healthz, as a cluster's would; the server must serve this node (see --hostname-override). "+
+		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
+	o.clientTLS.flagPrefix = "localnode-source-"
+	o.clientTLS.addFlags(fs, "localnode-source")
+}
+
+// validateLocalNodeSource checks --localnode-source, its TLS flags and the flags it
+// cannot be combined with; the message names each flag and its value.
+func validateLocalNodeSource(o localNodeSourceOptions, kubeconfig, master, manifests, serve string) error {
+	address := o.address
 	if address == "" {
-		return nil
+		return o.clientTLS.validate("localnode-source", address)
 	}
 	var errs []error
 	if err := checkLocalNodeAddress(address); err != nil {
 		errs = append(errs, fmt.Errorf("--localnode-source %q: %w", address, err))
+	} else if err := o.clientTLS.validate("localnode-source", address); err != nil {
+		errs = append(errs, err)
 	}
 	var others []string
 	for _, f := range []struct{ name, value string }{
@@ -142,6 +230,8 @@ type localNodeFeed struct {
 	client   *fake.Clientset
 	// limits bound what the server can make the client hold.
 	limits lnclient.Limits
+	// tls secures a tcp:// address; nil for plain text.
+	tls *tls.Config
 	// logger is the one of the context start was given.
 	logger klog.Logger
 
@@ -196,7 +286,7 @@ func (f *localNodeFeed) Client() clientset.Interface { return f.client }
 // early when the address cannot be used at all.
 func (f *localNodeFeed) start(ctx context.Context) {
 	f.logger = klog.FromContext(ctx)
-	src := lnclient.NewSource(lnclient.Options{Address: f.address, Limits: f.limits})
+	src := lnclient.NewSource(lnclient.Options{Address: f.address, TLS: f.tls, Limits: f.limits})
 	go func() {
 		if err := src.Run(ctx, f); err != nil {
 			f.runErr = fmt.Errorf("--localnode-source %q: %w", f.address, err)
@@ -365,11 +455,17 @@ func (f *localNodeFeed) OnNodeSynced() {
 
 // connectLocalNode sets s.Client to the feed's clientset and starts the feed; the
 // caller waits for its first state before building the NodeManager.
-func (s *ProxyServer) connectLocalNode(ctx context.Context, address string) {
-	s.localNode = newLocalNodeFeed(address, s.NodeName)
+func (s *ProxyServer) connectLocalNode(ctx context.Context, o localNodeSourceOptions) error {
+	tlsConfig, err := o.tlsConfig()
+	if err != nil {
+		return err
+	}
+	s.localNode = newLocalNodeFeed(o.address, s.NodeName)
+	s.localNode.tls = tlsConfig
 	s.localNode.limits = s.sourceLimits
 	s.Client = s.localNode.Client()
 	s.localNode.start(ctx)
+	return nil
 }
 
 // startLocalNodeSource is startInformers with --localnode-source: the server's Services,

@@ -59,8 +59,8 @@ type Options struct {
 	ipvsSyncPeriod        time.Duration
 	ipvsMinSyncPeriod     time.Duration
 	clusterCIDRs          string
-	localNodeServe        string // --localnode-serve, localnode_serve.go
-	localNodeSource       string // --localnode-source, localnode_source.go
+	localNodeServe        localNodeServeOptions  // --localnode-serve and its TLS flags, localnode_serve.go
+	localNodeSource       localNodeSourceOptions // --localnode-source and its TLS flags, localnode_source.go
 
 	// Additions to upstream's flag set.
 	writeConfigVersion string
@@ -174,7 +174,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.manifests, "manifests", o.manifests, "Run without a cluster: read Services, EndpointSlices, Nodes and ServiceCIDRs from this YAML/JSON file or directory (multi-document files and List kinds are accepted) instead of an API server, and follow changes to it. A bad document is reported with file:line and skipped; the rest applies. Use --hostname-override to say which Node in the manifests this is. Cannot be combined with --kubeconfig or --master.")
 	durationFlag(fs, &o.manifestsRescan, "manifests-rescan-period", o.manifestsRescan, "With --manifests, how often to re-read every file even without a file-system notification.")
 	addLocalNodeFlags(fs, &o.localNodeServe)
-	addLocalNodeSourceFlag(fs, &o.localNodeSource)
+	addLocalNodeSourceFlags(fs, &o.localNodeSource)
 	addLocalNodeSourceLimitFlags(fs, &o.sourceLimits)
 	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, an nft script, or in ipvs mode the planned state as ip addr lines, ipvsadm-save -n, ipset save and iptables-save) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
 	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
@@ -245,6 +245,7 @@ func (o *Options) Complete(fs *pflag.FlagSet) error {
 	}
 
 	o.platformApplyDefaults(o.config)
+	o.applyLocalNodeServeFlags(fs)
 
 	if err := o.processHostnameOverrideFlag(); err != nil {
 		return err
@@ -279,6 +280,29 @@ func copyLogsFromFlags(from *pflag.FlagSet, to *logsapi.LoggingConfiguration) er
 	})
 	to.VModule = append(to.VModule, fileVModule...)
 	return err
+}
+
+// applyLocalNodeServeFlags puts the --localnode-serve flags given on the command line
+// over the configuration's localNode section (which a v1alpha2 file may set), and
+// takes the effective values back for the server.
+func (o *Options) applyLocalNodeServeFlags(fs *pflag.FlagSet) {
+	ln := &o.config.LocalNode
+	for _, f := range []struct {
+		flag     string
+		from, to *string
+	}{
+		{"localnode-serve", &o.localNodeServe.address, &ln.ServeAddress},
+		{"localnode-serve-tls-cert-file", &o.localNodeServe.certFile, &ln.TLSCertFile},
+		{"localnode-serve-tls-private-key-file", &o.localNodeServe.keyFile, &ln.TLSPrivateKeyFile},
+		{"localnode-serve-client-ca-file", &o.localNodeServe.clientCAFile, &ln.ClientCAFile},
+	} {
+		if fs.Changed(f.flag) {
+			*f.to = *f.from
+		}
+	}
+	o.localNodeServe = localNodeServeOptions{
+		address: ln.ServeAddress, certFile: ln.TLSCertFile, keyFile: ln.TLSPrivateKeyFile, clientCAFile: ln.ClientCAFile,
+	}
 }
 
 func (o *Options) processHostnameOverrideFlag() error {
@@ -331,8 +355,22 @@ func (o *Options) Validate() error {
 	if o.manifests != "" && (o.master != "" || o.config.ClientConnection.Kubeconfig != "") {
 		errs = append(errs, fmt.Errorf("--manifests %q cannot be combined with --kubeconfig or --master: it replaces the API server", o.manifests))
 	}
-	if err := validateLocalNodeSource(o.localNodeSource, o.config.ClientConnection.Kubeconfig, o.master, o.manifests, o.localNodeServe); err != nil {
+	if err := validateLocalNodeSource(o.localNodeSource, o.config.ClientConnection.Kubeconfig, o.master, o.manifests, o.localNodeServe.address); err != nil {
 		errs = append(errs, err)
+	} else if _, err := o.localNodeSource.tlsConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	serveErr := validateLocalNodeServe(o.localNodeServe)
+	if serveErr == nil {
+		// Read now, so a missing or bad file fails before anything changes on the host.
+		_, serveErr = o.localNodeServe.tlsConfig()
+	}
+	if serveErr != nil && o.ConfigFile != "" && o.config.LocalNode != (kubeproxyconfig.KubeProxyLocalNodeConfiguration{}) {
+		// The messages name the flags; the values may have come from the file.
+		serveErr = fmt.Errorf("%w (the --localnode-serve flags or, where not given, localNode in --config %q)", serveErr, o.ConfigFile)
+	}
+	if serveErr != nil {
+		errs = append(errs, serveErr)
 	}
 	if err := validateLocalNodeSourceLimits("localnode-source-", o.sourceLimits); err != nil {
 		errs = append(errs, err)
@@ -379,7 +417,7 @@ func (o *Options) Run(ctx context.Context) error {
 		var cancel context.CancelFunc
 		ctx, disarmDeadline, cancel = withDryRunDeadline(ctx, o.dryRunTimeout)
 		defer cancel()
-		if o.manifests == "" && o.localNodeSource == "" {
+		if o.manifests == "" && o.localNodeSource.address == "" {
 			client, err := createClient(ctx, o.config.ClientConnection, o.master)
 			if err != nil {
 				return err

@@ -39,8 +39,8 @@ type serverOptions struct {
 	dryRun          bool
 	dryRunFollow    bool
 	flags           *pflag.FlagSet
-	localNodeServe  string
-	localNodeSource string
+	localNodeServe  localNodeServeOptions
+	localNodeSource localNodeSourceOptions
 	sourceLimits    sourceLimits // --localnode-source-max-pending-*
 	// nodeAddresses makes a dry run compute for the node's addresses even
 	// without manifests (trace's computed rules); localAddresses, when set,
@@ -78,8 +78,8 @@ type ProxyServer struct {
 	apiHealth    *apiHealth
 	// metricsErrCh reports a metrics-server bind failure with bindAddressHardFail.
 	metricsErrCh chan error
-	// localNodeServe is --localnode-serve (localnode_serve.go).
-	localNodeServe string
+	// localNodeServe is --localnode-serve and its TLS flags (localnode_serve.go).
+	localNodeServe localNodeServeOptions
 	// localNode feeds the proxier from --localnode-source (localnode_source.go).
 	localNode *localNodeFeed
 	// sourceLimits bound what the --localnode-source server can make it hold.
@@ -119,8 +119,10 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 	}
 
 	s.sourceLimits = opts.sourceLimits
-	if opts.localNodeSource != "" {
-		s.connectLocalNode(ctx, opts.localNodeSource)
+	if opts.localNodeSource.address != "" {
+		if err := s.connectLocalNode(ctx, opts.localNodeSource); err != nil {
+			return nil, err
+		}
 	} else if err := s.connect(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -151,7 +153,7 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 	// A dry run from --localnode-source computes for the Node it is handed
 	// as one from manifests does, so that both print the same rules for the
 	// same objects.
-	if s.dryRun != nil && (opts.manifests != "" || opts.localNodeSource != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
+	if s.dryRun != nil && (opts.manifests != "" || opts.localNodeSource.address != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
 		s.setDryRunNodeAddresses(ctx, opts.localAddresses)
 	}
 
@@ -226,7 +228,9 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 	}
 
 	if s.dryRun == nil {
-		s.startLocalNodeServer(ctx, s.localNodeServe)
+		if err := s.startLocalNodeServer(ctx, s.localNodeServe); err != nil {
+			return err
+		}
 	}
 	s.birthCry()
 	go s.Proxier.SyncLoop()

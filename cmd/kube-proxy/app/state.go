@@ -34,6 +34,7 @@ type stateOptions struct {
 	kubeconfig, master string
 	manifests          string
 	socket             string
+	socketTLS          clientTLSOptions
 	hostname           string
 	output             string
 	global             bool
@@ -47,7 +48,7 @@ type stateOptions struct {
 // --global, the cluster-wide objects it comes from) as YAML or JSON, read from an API
 // server, manifests, or a running kube-proxy's --localnode-serve socket.
 func newStateCommand() *cobra.Command {
-	o := &stateOptions{output: "yaml", timeout: time.Minute}
+	o := &stateOptions{output: "yaml", timeout: time.Minute, socketTLS: clientTLSOptions{flagPrefix: "socket-"}}
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "Print the node-local state this node's proxy programs, as YAML or JSON",
@@ -69,6 +70,7 @@ EndpointSlices and this Node as the proxy received them.`,
 	fs.StringVar(&o.master, "master", o.master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.StringVar(&o.manifests, "manifests", o.manifests, "Read Services, EndpointSlices and Nodes from this YAML/JSON file or directory instead of an API server.")
 	fs.StringVar(&o.socket, "socket", o.socket, "Read the state from a running kube-proxy serving it (unix:///path or tcp://host:port), e.g. "+lnclient.DefaultAddress+".")
+	o.socketTLS.addFlags(fs, "socket")
 	fs.StringVar(&o.hostname, "hostname-override", o.hostname, "The node to compute the state for (the hostname when empty). Ignored with --socket.")
 	fs.StringVarP(&o.output, "output", "o", o.output, "Output format: yaml or json.")
 	fs.BoolVar(&o.global, "global", o.global, "Also print the cluster-wide Services, EndpointSlices and Node before node-local filtering.")
@@ -91,6 +93,14 @@ func (o *stateOptions) validate() error {
 	if n > 1 {
 		return fmt.Errorf("--socket, --manifests and --kubeconfig/--master are alternatives: give one")
 	}
+	if o.socket != "" {
+		if err := checkLocalNodeAddress(o.socket); err != nil {
+			return fmt.Errorf("--socket %q: %w", o.socket, err)
+		}
+	}
+	if err := o.socketTLS.validate("socket", o.socket); err != nil {
+		return err
+	}
 	return validateLocalNodeSourceLimits("", o.limits)
 }
 
@@ -112,7 +122,11 @@ func (o *stateOptions) run(ctx context.Context, out io.Writer) error {
 	var instance string
 	var revision uint64
 	if o.socket != "" {
-		conn, err := lnclient.Dial(o.socket, nil)
+		tlsConfig, err := o.socketTLS.tlsConfig()
+		if err != nil {
+			return err
+		}
+		conn, err := lnclient.Dial(o.socket, tlsConfig)
 		if err != nil {
 			return err
 		}

@@ -98,6 +98,22 @@ type KubeProxyConfiguration struct {
 	// IPFamilyPolicy says which IP families to proxy. Empty means the upstream
 	// behaviour: every family the node has an IP of, best effort.
 	IPFamilyPolicy IPFamilyPolicy
+	// LocalNode configures the node-local state server (--localnode-serve).
+	LocalNode KubeProxyLocalNodeConfiguration
+}
+
+// KubeProxyLocalNodeConfiguration configures the node-local state server kube-proxy
+// runs beside its backend (KEP-2104). v1alpha1 cannot express it.
+type KubeProxyLocalNodeConfiguration struct {
+	// ServeAddress is "unix:///absolute/path.sock" or "tcp://host:port"; empty
+	// serves nothing.
+	ServeAddress string
+	// TLSCertFile and TLSPrivateKeyFile are the server's certificate and key (PEM)
+	// for TLS on a tcp:// ServeAddress; required for a non-loopback host.
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// ClientCAFile, with TLS, requires client certificates signed by its CAs.
+	ClientCAFile string
 }
 
 // KubeProxyLinuxConfiguration holds Linux-only options that apply to every backend.

@@ -71,8 +71,13 @@ func TestKeepsUpstreamFields(t *testing.T) {
 	want := []string{
 		"KubeProxyConfiguration.ConfigHardFail bool",
 		"KubeProxyConfiguration.IPFamilyPolicy IPFamilyPolicy",
+		"KubeProxyConfiguration.LocalNode KubeProxyLocalNodeConfiguration",
 		"KubeProxyConfiguration.NodeIPOverride []string",
 		"KubeProxyIPVSConfiguration.MasqueradeBit *int32",
+		"KubeProxyLocalNodeConfiguration.ClientCAFile string",
+		"KubeProxyLocalNodeConfiguration.ServeAddress string",
+		"KubeProxyLocalNodeConfiguration.TLSCertFile string",
+		"KubeProxyLocalNodeConfiguration.TLSPrivateKeyFile string",
 		"type IPFamilyPolicy string",
 	}
 	if strings.Join(added, "\n") != strings.Join(want, "\n") {

@@ -14,7 +14,13 @@
 // store still covers gets only the changes since; one whose revision predates
 // compacted tombstones, or comes from another instance, gets the full state again.
 //
+// The server is reachable by anything that can open its socket, so it defends itself:
+// Listen never replaces anything but a stale socket, plain TCP is served only on
+// loopback, and connections that hold a slot without an RPC in progress are closed
+// (after an idle timeout, or the oldest first when the slots run out) so that they
+// cannot crowd out real clients.
+//
 // Allowed imports: the library (localnode, localnode/api/v1, backend, source,
-// proxyrun), the standard library, k8s.io/{api,apimachinery,klog} and
-// google.golang.org/{grpc,protobuf}. No backend.
+// proxyrun), the standard library, k8s.io/{api,apimachinery,klog}, component-base
+// metrics and google.golang.org/{grpc,protobuf}. No backend.
 package server

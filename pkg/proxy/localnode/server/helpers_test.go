@@ -63,6 +63,12 @@ type running struct {
 // stop is called.
 func start(t testing.TB, src source.Source, dir string, opts Options) *running {
 	t.Helper()
+	return startServing(t, src, dir, opts, ServeOptions{})
+}
+
+// startServing is start with ServeOptions.
+func startServing(t testing.TB, src source.Source, dir string, opts Options, sopts ServeOptions) *running {
+	t.Helper()
 	if opts.Proxy.NodeName == "" {
 		opts.Proxy.NodeName = testNode
 	}
@@ -88,7 +94,7 @@ func start(t testing.TB, src source.Source, dir string, opts Options) *running {
 	}()
 	go func() {
 		defer close(r.done)
-		if err := srv.ServeListener(ctx, l, ServeOptions{}); err != nil {
+		if err := srv.ServeListener(ctx, l, sopts); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 		<-runDone

@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/klog/v2"
 
@@ -26,18 +29,37 @@ const DefaultMaxConns = 1024
 // ServeOptions configure Serve.
 type ServeOptions struct {
 	// Address is "unix:///path/to.sock" (the default, DefaultAddress) or
-	// "tcp://host:port". A TCP address requires TLS unless InsecureTCP is set.
+	// "tcp://host:port". A TCP address requires TLS unless InsecureTCP is set, and
+	// InsecureTCP is only honoured on a loopback address.
 	Address string
-	// TLS, when set, is the server's TLS configuration (certificates, client CAs).
+	// TLS, when set, is the server's TLS configuration (certificates, client CAs). A
+	// MinVersion below TLS 1.2 is raised to it.
 	TLS *tls.Config
-	// InsecureTCP allows plain TCP, for tests on loopback.
+	// InsecureTCP allows plain TCP on a loopback address (127.0.0.0/8, ::1,
+	// "localhost"): any other host could be reached from off the node, by anyone.
 	InsecureTCP bool
-	// MaxConns bounds concurrent connections; DefaultMaxConns when 0.
+	// MaxConns bounds concurrent connections; DefaultMaxConns when 0. When that many
+	// are open, the oldest with no RPC in progress is closed to make room for a new
+	// one; when every one has an RPC in progress, a new one is closed at once.
 	MaxConns int
+	// IdleTimeout closes a connection that has had no RPC in progress for this long
+	// since it was accepted or since its last RPC ended (a watching client always has
+	// one); DefaultIdleTimeout when 0.
+	IdleTimeout time.Duration
 }
 
-// Listen opens the listener an address names. A unix socket's directory is created,
-// a stale socket file (one nobody answers on) replaced, and the socket made accessible to its owner only.
+// Listen opens the listener an address names.
+//
+// A unix socket's path must be absolute (clients refuse relative ones, and a relative
+// path would depend on the working directory). Its directory is created; what is at the
+// path decides the rest, because the path is named by an operator and may be wrong:
+// nothing → listen; a socket something answers on → refuse (a running server keeps its
+// address); a stale socket (nothing answers) → replace it; a symbolic link or anything
+// else (a regular file, a directory, a pipe, a device) → refuse, untouched. The socket
+// is made accessible to its owner only, and closing the listener removes it only while
+// it is still the socket Listen created.
+//
+// A TCP address is listened on as given; Serve decides whether it needs TLS.
 func Listen(address string) (net.Listener, error) {
 	switch {
 	case strings.HasPrefix(address, "unix://"):
@@ -45,27 +67,33 @@ func Listen(address string) (net.Listener, error) {
 		if path == "" {
 			return nil, fmt.Errorf("address %q: empty socket path", address)
 		}
+		if !filepath.IsAbs(path) {
+			return nil, fmt.Errorf("address %q: socket path %q is not absolute", address, path)
+		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("address %q: %w", address, err)
 		}
-		// A socket file someone still answers on is not stale: refuse rather than
-		// take a running server's address away.
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("address %q: a server is already listening there", address)
+		if err := clearStaleSocket(path); err != nil {
+			return nil, fmt.Errorf("address %q: %w", address, err)
 		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("address %q: removing stale socket: %w", address, err)
-		}
-		l, err := net.Listen("unix", path)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 		if err != nil {
 			return nil, fmt.Errorf("address %q: %w", address, err)
 		}
-		if err := os.Chmod(path, 0o600); err != nil {
+		// The net package would unlink the path on Close whatever is there by then;
+		// unixListener.Close removes it only if it is still our socket.
+		l.SetUnlinkOnClose(false)
+		fi, err := os.Lstat(path)
+		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("address %q: %w", address, err)
 		}
-		return l, nil
+		ul := &unixListener{UnixListener: l, path: path, created: fi}
+		if err := os.Chmod(path, 0o600); err != nil {
+			ul.Close()
+			return nil, fmt.Errorf("address %q: %w", address, err)
+		}
+		return ul, nil
 	case strings.HasPrefix(address, "tcp://"):
 		l, err := net.Listen("tcp", strings.TrimPrefix(address, "tcp://"))
 		if err != nil {
@@ -76,10 +104,89 @@ func Listen(address string) (net.Listener, error) {
 	return nil, fmt.Errorf("address %q: want unix:///path or tcp://host:port", address)
 }
 
+// clearStaleSocket makes path free for a new socket, removing only a socket nobody
+// answers on; it refuses whatever else is there, naming it.
+func clearStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode()
+	if mode&os.ModeSocket == 0 {
+		// A symbolic link is not followed: it may point at anything, and removing it
+		// would break whatever the operator linked.
+		return fmt.Errorf("%s is a %s, not a socket: refusing to replace it", path, fileKind(mode))
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%s: a server is already listening there", path)
+	}
+	// Only a refused connection proves nobody listens; a socket we may not connect to
+	// (permissions) or that times out could still be someone's live server.
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%s: cannot tell whether the socket there is stale: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// fileKind names what a file mode says is at a path, for error messages.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return fmt.Sprintf("file of mode %v", m)
+}
+
+// unixListener removes its socket file on Close, but only while the path still names
+// the socket Listen created: someone may have removed it and put a file, or another
+// server's socket, there since.
+type unixListener struct {
+	*net.UnixListener
+	path    string
+	created os.FileInfo
+	once    sync.Once
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() {
+		// Between this Lstat and Remove the path could change again; that window is
+		// the caller's own shutdown, far smaller than the lifetime checked here.
+		if fi, lerr := os.Lstat(l.path); lerr == nil && os.SameFile(fi, l.created) {
+			_ = os.Remove(l.path)
+		}
+	})
+	return err
+}
+
 // GRPCServer returns a grpc.Server with s registered and the limits a node-local service
 // wants: bounded streams per connection, bounded receive size (clients send only small
 // requests), keepalive to drop dead peers.
 func (s *Server) GRPCServer(tlsConfig *tls.Config) *grpc.Server {
+	return s.grpcServer(tlsConfig, false)
+}
+
+// grpcServer is GRPCServer; with track it also tells each connection of the
+// connTracker its listener is wrapped in when its RPCs begin and end.
+func (s *Server) grpcServer(tlsConfig *tls.Config, track bool) *grpc.Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 10),
 		grpc.MaxConcurrentStreams(16),
@@ -87,9 +194,15 @@ func (s *Server) GRPCServer(tlsConfig *tls.Config) *grpc.Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(10 * time.Second),
 	}
+	creds := insecure.NewCredentials()
 	if tlsConfig != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+		creds = credentials.NewTLS(tlsConfig)
 	}
+	if track {
+		creds = trackingCreds{creds}
+		opts = append(opts, grpc.StatsHandler(rpcCounter{}))
+	}
+	opts = append(opts, grpc.Creds(creds))
 	g := grpc.NewServer(opts...)
 	localnodev1.RegisterLocalNodeServer(g, s)
 	return g
@@ -101,14 +214,36 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) error {
 	if opts.Address == "" {
 		opts.Address = DefaultAddress
 	}
-	if strings.HasPrefix(opts.Address, "tcp://") && opts.TLS == nil && !opts.InsecureTCP {
-		return fmt.Errorf("address %q: TCP needs TLS", opts.Address)
+	if hostPort, ok := strings.CutPrefix(opts.Address, "tcp://"); ok && opts.TLS == nil {
+		if !opts.InsecureTCP {
+			return fmt.Errorf("address %q: TCP needs TLS", opts.Address)
+		}
+		if host, _, err := net.SplitHostPort(hostPort); err != nil || !IsLoopbackHost(host) {
+			return fmt.Errorf("address %q: plain TCP (no TLS) is only allowed on a loopback address (127.0.0.0/8, ::1, localhost)", opts.Address)
+		}
 	}
 	l, err := Listen(opts.Address)
 	if err != nil {
 		return err
 	}
+	if opts.TLS == nil {
+		// "localhost" could resolve to anything: check what was bound.
+		if ta, ok := l.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+			l.Close()
+			return fmt.Errorf("address %q: plain TCP bound %s, not a loopback address", opts.Address, ta)
+		}
+	}
 	return s.ServeListener(ctx, l, opts)
+}
+
+// IsLoopbackHost says whether host (of a host:port) is a loopback address: an IP in
+// 127.0.0.0/8 or ::1, or "localhost".
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // ServeListener is Serve on an open listener.
@@ -116,8 +251,15 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener, opts ServeOp
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
 	}
-	l = &limitListener{Listener: l, sem: make(chan struct{}, opts.MaxConns)}
-	g := s.GRPCServer(opts.TLS)
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.TLS != nil && opts.TLS.MinVersion < tls.VersionTLS12 {
+		opts.TLS = opts.TLS.Clone()
+		opts.TLS.MinVersion = tls.VersionTLS12
+	}
+	l = newConnTracker(l, opts.MaxConns, opts.IdleTimeout)
+	g := s.grpcServer(opts.TLS, true)
 	klog.FromContext(ctx).Info("Serving node-local state", "address", l.Addr().String(), "instance", s.instance)
 	done := make(chan struct{})
 	go func() {
@@ -127,43 +269,12 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener, opts ServeOp
 		case <-done:
 		}
 	}()
+	// Stopping the server closes l, which removes a socket Listen created (and only
+	// if it is still there).
 	err := g.Serve(l)
 	close(done)
-	if ua, ok := l.Addr().(*net.UnixAddr); ok {
-		_ = os.Remove(ua.Name)
-	}
 	if ctx.Err() != nil || errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
-	return err
-}
-
-// limitListener holds Accept while MaxConns connections are open, so thousands of
-// connects cost at most MaxConns connections' memory; the rest wait in the kernel's
-// backlog.
-type limitListener struct {
-	net.Listener
-	sem chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
 	return err
 }

@@ -153,9 +153,9 @@ func TestListenUnix(t *testing.T) {
 	if _, err := Listen(addr); err == nil || !strings.Contains(err.Error(), "already listening") {
 		t.Errorf("second Listen on a live socket: err = %v", err)
 	}
-	// Closing a unix listener removes its file; leave a stale one behind instead.
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	l.Close()
+	// Closing the listener Listen returns removes its file; close the socket under it
+	// to leave a stale one behind instead.
+	l.(*unixListener).UnixListener.Close()
 	l, err = Listen(addr)
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)

@@ -79,6 +79,7 @@ func restrictToV1alpha1(obj *config.KubeProxyConfiguration) {
 	obj.NodeIPOverride = nil
 	obj.IPFamilyPolicy = config.IPFamilyPolicyPreferDualStack
 	obj.ConfigHardFail = false
+	obj.LocalNode = config.KubeProxyLocalNodeConfiguration{}
 	obj.IPVS.MasqueradeBit = ptr.To(*obj.IPTables.MasqueradeBit)
 }
 

@@ -51,6 +51,8 @@ func Convert_v1alpha1_KubeProxyConfiguration_To_config_KubeProxyConfiguration(in
 	out.IPFamilyPolicy = config.IPFamilyPolicyPreferDualStack
 	out.ConfigHardFail = false
 	out.NodeIPOverride = nil
+	// v1alpha1 has no node-local state server; only the flags configure it.
+	out.LocalNode = config.KubeProxyLocalNodeConfiguration{}
 	return nil
 }
 

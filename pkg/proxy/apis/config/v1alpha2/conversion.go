@@ -21,6 +21,10 @@ func Convert_v1alpha2_KubeProxyConfiguration_To_config_KubeProxyConfiguration(in
 		// Upstream's "no override" value, which its validation requires to be an IP.
 		out.BindAddress = "0.0.0.0"
 	}
+	out.LocalNode = config.KubeProxyLocalNodeConfiguration{}
+	if in.LocalNode != nil {
+		out.LocalNode = config.KubeProxyLocalNodeConfiguration(*in.LocalNode)
+	}
 	return nil
 }
 
@@ -35,6 +39,13 @@ func Convert_config_KubeProxyConfiguration_To_v1alpha2_KubeProxyConfiguration(in
 		if ip := netutils.ParseIPSloppy(in.BindAddress); ip != nil && !ip.IsUnspecified() {
 			out.NodeIPOverride = []string{in.BindAddress}
 		}
+	}
+	// Left out when unset, so that files which do not use it do not grow an empty
+	// section.
+	out.LocalNode = nil
+	if in.LocalNode != (config.KubeProxyLocalNodeConfiguration{}) {
+		ln := configv1alpha2.KubeProxyLocalNodeConfiguration(in.LocalNode)
+		out.LocalNode = &ln
 	}
 	return nil
 }
