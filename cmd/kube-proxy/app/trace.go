@@ -57,6 +57,11 @@ type traceOptions struct {
 	selfCommand func(ctx context.Context, args []string) (*exec.Cmd, error)
 }
 
+// traceProxyFlagsIntro heads kube-proxy's own flags in trace --help.
+const traceProxyFlagsIntro = `  kube-proxy's own flags, with their usual meaning. They compute the rules kube-proxy
+  would program (--manifests, --kubeconfig, --master, --config, --hostname-override, ...)
+  and choose which live rules to read (--proxy-mode, and on Linux --iptables-backend).`
+
 // traceHiddenProxyFlags are kube-proxy flags that make no sense for trace.
 var traceHiddenProxyFlags = []string{"dry-run", "dry-run-follow", "cleanup", "init-only", "write-config-to"}
 
@@ -157,7 +162,7 @@ func (to *traceOptions) usage(c *cobra.Command) error {
 	}
 	fmt.Fprintf(&b, "\nFlags:\n%s", own.FlagUsages())
 	if u := proxy.FlagUsages(); u != "" {
-		fmt.Fprintf(&b, "\nkube-proxy's own flags, with their usual meaning: for computing the rules it would program\n(--manifests, --kubeconfig, --master, --config, --hostname-override, ...) and for choosing\nwhich live rules to read (--proxy-mode, and on Linux --iptables-backend):\n%s", u)
+		fmt.Fprintf(&b, "\nKube-proxy Flags:\n%s\n%s", traceProxyFlagsIntro, u)
 	}
 	if c.HasAvailableInheritedFlags() {
 		fmt.Fprintf(&b, "\nGlobal Flags:\n%s", c.InheritedFlags().FlagUsages())
