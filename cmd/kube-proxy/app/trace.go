@@ -85,13 +85,18 @@ endpoint it could be DNATed to with its probability, session affinity,
 masquerading, and the chains, rules and map lookups that decide it, each
 annotated with the Service and endpoint it belongs to.
 
-By default it reads the live rules of this node (iptables-save, or nft -j list
+By default it reads the live rules of this node (iptables-save of the iptables
+backend kube-proxy would use, detected as kube-proxy detects it, or nft -j list
 ruleset of the packet's family and inet in nftables mode, or in ipvs mode
 iptables-save, ipset save, the IPVS table and the addresses on kube-ipvs0);
---netns reads those of another network namespace.
+--netns reads those of another network namespace. The answer says which rules
+were read, and says so when they hold nothing of kube-proxy's (with --live that
+is an error: there is nothing to trace).
 With --manifests (or --kubeconfig/--master) it computes the rules kube-proxy
 would program instead, without touching the host; with --live as well, it
-traces the live rules and says whether they differ from the computed ones.
+traces the live rules and says whether they differ from the computed ones
+(with --netns, the rules are computed inside that namespace, as kube-proxy
+running there computes them).
 
 ipvs mode is traced from live rules only: kube-proxy has no dry run for it.
 
@@ -130,7 +135,7 @@ by hand) are named in the answer rather than guessed at.`,
 	fs.StringVar(&to.to, "to", to.to, "Destination as IP:PORT/PROTO (PROTO tcp, udp or sctp; default tcp); IPv6 as [IP]:PORT/PROTO.")
 	fs.BoolVar(&to.fromHost, "from-host", to.fromHost, "The packet is sent by a process on the node itself (the output path), not received from a pod or another host.")
 	fs.StringVar(&to.inInterface, "in-interface", to.inInterface, "The interface the packet arrives on (a pod's veth, the pod bridge, or an uplink); used by rules that match interfaces, such as --detect-local-mode=InterfaceNamePrefix.")
-	fs.StringVar(&to.netns, "netns", to.netns, "Read the live rules of this network namespace: a name under /run/netns, or a path such as /proc/PID/ns/net.")
+	fs.StringVar(&to.netns, "netns", to.netns, "Read the live rules of this network namespace: a name under /run/netns, or a path such as /proc/PID/ns/net. Rules compared with them are computed inside it.")
 	fs.StringVarP(&to.output, "output", "o", to.output, "Output format: text or json.")
 	fs.BoolVar(&to.live, "live", to.live, "Trace the live rules of the node even when --manifests or a kubeconfig is given (they are then compared with the computed rules). The default is live unless --manifests, --kubeconfig or --master is set.")
 	fs.StringSliceVar(&to.localAddrs, "local-addresses", to.localAddrs, "The node's addresses (what rules call LOCAL). Default: read from the (--netns) network namespace for live rules, the Node's addresses for computed ones.")
