@@ -69,6 +69,11 @@ func traceIPTablesBackend(ctx context.Context, fs *pflag.FlagSet, netns string) 
 			}
 		}
 	}
+	if mode != utiliptables.BackendModeAuto {
+		// Detection would only warn that the rules are elsewhere, and it
+		// reads every ruleset of both backends: trace reads what it is told.
+		return utiliptables.BackendChoice{Mode: mode, Backend: utiliptables.Backend(mode), Reason: "--" + iptablesBackendFlagName + "=" + string(mode)}, nil
+	}
 	var choice utiliptables.BackendChoice
 	err := runInNetns(netns, func() error {
 		var err error
@@ -77,9 +82,6 @@ func traceIPTablesBackend(ctx context.Context, fs *pflag.FlagSet, netns string) 
 	})
 	if err != nil {
 		return choice, fmt.Errorf("choosing the iptables backend to read (--%s=%s): %w", iptablesBackendFlagName, mode.String(), err)
-	}
-	if mode != utiliptables.BackendModeAuto {
-		choice.Reason = "--" + iptablesBackendFlagName + "=" + string(mode)
 	}
 	return choice, nil
 }
