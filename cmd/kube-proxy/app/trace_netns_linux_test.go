@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -149,5 +150,90 @@ func TestTraceNetnsComputedInside(t *testing.T) {
 				t.Errorf("rules kube-proxy computed in the namespace reported as differing from what trace computes for it: %+v", rep.Differences)
 			}
 		})
+	}
+}
+
+// A kube-proxy running in nftables mode that has synced an added endpoint
+// incrementally balances over other slots of its endpoint map (another
+// numgen offset) than a fresh computation; trace --live finds it in sync,
+// and traces the three endpoints.
+func TestTraceNFTIncrementalSyncInSync(t *testing.T) {
+	ns := newTraceNetns(t, "nft")
+	manifests := t.TempDir()
+	entries, err := os.ReadDir(clusterManifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if data, err := os.ReadFile(filepath.Join(clusterManifests, e.Name())); err == nil {
+			if err := os.WriteFile(filepath.Join(manifests, e.Name()), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, self, "-test.run=^TestKubeProxyHelperProcess$", "--",
+		"--proxy-mode=nftables", "--manifests="+manifests, "--hostname-override=node-1", "--manifests-rescan-period=1s",
+		"--healthz-bind-address=127.0.0.1:20256", "--metrics-bind-address=127.0.0.1:20249")
+	cmd.Env = append(os.Environ(), kubeProxyHelperEnv+"=1")
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	waitFor := func(what, text string) string {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for time.Now().Before(deadline) {
+			out, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+			if strings.Contains(string(out), text) {
+				return string(out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Fatalf("kube-proxy did not program %s within 90s; its log:\n%s", what, logs.String())
+		return ""
+	}
+	waitFor("demo/web's endpoints", "198.19.2.10 . 8080")
+
+	web := filepath.Join(manifests, "web.yaml")
+	data, err := os.ReadFile(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const second = "- addresses: [198.19.2.10]\n  nodeName: node-2\n  zone: zone-b\n  conditions: {ready: true, serving: true, terminating: false}\n"
+	if !strings.Contains(string(data), second) {
+		t.Fatalf("examples/cluster/web.yaml no longer holds %q", second)
+	}
+	added := strings.Replace(string(data), second, second+strings.ReplaceAll(second, "198.19.2.10", "198.19.2.11"), 1)
+	if err := os.WriteFile(web, []byte(added), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table := waitFor("the added endpoint", "198.19.2.11 . 8080")
+	if strings.Contains(table, "numgen random mod 3 offset 0 map") {
+		t.Fatalf("the incremental sync kept demo/web at offset 0, as a fresh computation lays it out; the test proves nothing:\n%s", table)
+	}
+
+	out, err := runTrace(t, "--netns="+ns, "--live", "--manifests="+manifests, "--hostname-override=node-1",
+		"--from=198.19.1.5", "--to=10.96.0.10:80", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := decodeReport(t, out)
+	want := []string{"ACCEPT dnat=198.19.1.10:8080", "ACCEPT dnat=198.19.2.10:8080", "ACCEPT dnat=198.19.2.11:8080"}
+	if got := outcomeList(rep.Result); !slices.Equal(got, want) {
+		t.Errorf("live rules: got %q, want %q", got, want)
+	}
+	if rep.InSync == nil || !*rep.InSync {
+		t.Errorf("an incrementally synced Service that balances as computed is reported out of sync: %v", rep.Differences)
 	}
 }
