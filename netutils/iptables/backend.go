@@ -55,6 +55,14 @@ func (b Backend) commands(protocol Protocol) (ipt, save, restore string) {
 	return base, base + "-save", base + "-restore"
 }
 
+// SaveCommand names b's save binary for protocol, e.g. "iptables-legacy-save", for
+// callers that read the rules themselves (kube-proxy trace reads them in another
+// network namespace) and must read the backend b chose, not whatever PATH holds.
+func (b Backend) SaveCommand(protocol Protocol) string {
+	_, save, _ := b.commands(protocol)
+	return save
+}
+
 // BackendMode is what an operator asks for: a backend by name, or detection. It
 // implements pflag.Value (Set, String, Type) so a command can bind it to a flag
 // directly; an unknown value is rejected when the flag is parsed.

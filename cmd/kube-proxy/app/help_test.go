@@ -1,6 +1,7 @@
 package app
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,5 +90,76 @@ func TestHelpLocalNodeServeSyntax(t *testing.T) {
 		if want := "--" + name + " string"; got[name] != want {
 			t.Errorf("--help spells --%s as %q, want %q", name, got[name], want)
 		}
+	}
+}
+
+// traceHelpSections returns the flag names of each section of `kube-proxy trace
+// --help`, by heading ("Flags:", kube-proxy's own flags, "Global Flags:").
+func traceHelpSections(t *testing.T) (string, map[string][]string) {
+	t.Helper()
+	cmd := NewProxyCommand()
+	logs.AddFlags(cmd.PersistentFlags())
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"trace", "--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string][]string{}
+	heading := ""
+	for _, line := range strings.Split(out.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "  -") || strings.HasPrefix(line, "      --"):
+			spelled, _, _ := strings.Cut(strings.TrimLeft(line, " "), "  ")
+			name := spelled[strings.Index(spelled, "--")+2:]
+			name, _, _ = strings.Cut(name, " ")
+			sections[heading] = append(sections[heading], name)
+		case line != "" && !strings.HasPrefix(line, " ") && strings.HasSuffix(line, ":"):
+			heading = line
+		}
+	}
+	return out.String(), sections
+}
+
+// `kube-proxy trace --help` shows the flags that say what to trace first, and
+// kube-proxy's own (some 70, for computing rules) apart, under their own heading.
+func TestTraceHelpGroupsFlags(t *testing.T) {
+	help, sections := traceHelpSections(t)
+	own := sections["Flags:"]
+	const proxyHeading = "Kube-proxy Flags:"
+	if _, ok := sections[proxyHeading]; !ok {
+		t.Fatalf("no heading for kube-proxy's own flags in trace --help:\n%s", help)
+	}
+	proxy := sections[proxyHeading]
+	for _, tc := range []struct {
+		section string
+		got     []string
+		want    []string
+		notWant []string
+	}{
+		{"Flags:", own,
+			[]string{"from", "to", "from-host", "in-interface", "netns", "live", "output", "local-addresses", "bridges", "verbose", "max-differences", "help"},
+			[]string{"manifests", "proxy-mode", "cluster-cidr", "iptables-sync-period", "kubeconfig", "dry-run", "v"}},
+		{proxyHeading, proxy,
+			[]string{"manifests", "proxy-mode", "cluster-cidr", "iptables-sync-period", "kubeconfig", "master", "config", "hostname-override", "v"},
+			[]string{"from", "to", "netns", "live", "help", "dry-run", "cleanup", "init-only", "write-config-to"}},
+		{"Global Flags:", sections["Global Flags:"], []string{"version"}, []string{"from", "manifests"}},
+	} {
+		for _, w := range tc.want {
+			if !slices.Contains(tc.got, w) {
+				t.Errorf("%s lacks --%s: %v", tc.section, w, tc.got)
+			}
+		}
+		for _, w := range tc.notWant {
+			if slices.Contains(tc.got, w) {
+				t.Errorf("%s lists --%s: %v", tc.section, w, tc.got)
+			}
+		}
+	}
+	if strings.Index(help, "\nFlags:\n") > strings.Index(help, proxyHeading) {
+		t.Errorf("kube-proxy's flags come before trace's own:\n%s", help)
+	}
+	if len(own) > 15 || len(proxy) < 40 {
+		t.Errorf("%d flags of trace's own, %d of kube-proxy's: the grouping is off", len(own), len(proxy))
 	}
 }

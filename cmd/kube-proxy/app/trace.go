@@ -3,12 +3,14 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	utiliptables "k8s.io/net-utils/iptables"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/trace"
@@ -40,7 +43,27 @@ type traceOptions struct {
 	verbose     bool
 	maxDiffs    int
 	bridges     []string
+
+	// proxyFlags names the flags that are kube-proxy's own (to.proxy's),
+	// as opposed to trace's: --help lists them apart, and a dry run in
+	// another namespace is given them.
+	proxyFlags map[string]bool
+	// detectedMode says the mode was detected from the live rules, not
+	// given.
+	detectedMode bool
+	// selfCommand is how this binary is run again (as `kube-proxy args...`)
+	// to compute rules inside another network namespace; tests run the test
+	// binary as kube-proxy instead.
+	selfCommand func(ctx context.Context, args []string) (*exec.Cmd, error)
 }
+
+// traceProxyFlagsIntro heads kube-proxy's own flags in trace --help.
+const traceProxyFlagsIntro = `  kube-proxy's own flags, with their usual meaning. They compute the rules kube-proxy
+  would program (--manifests, --kubeconfig, --master, --config, --hostname-override, ...)
+  and choose which live rules to read (--proxy-mode, and on Linux --iptables-backend).`
+
+// traceHiddenProxyFlags are kube-proxy flags that make no sense for trace.
+var traceHiddenProxyFlags = []string{"dry-run", "dry-run-follow", "cleanup", "init-only", "write-config-to"}
 
 // newTraceCommand is `kube-proxy trace`.
 func newTraceCommand() *cobra.Command {
@@ -52,7 +75,7 @@ func newTraceCommand() *cobra.Command {
 // so tests can run the command without its RunE (which silences klog
 // process-wide).
 func newTraceCommandOptions() (*cobra.Command, *traceOptions) {
-	to := &traceOptions{proxy: NewOptions(), output: "text", maxDiffs: 10}
+	to := &traceOptions{proxy: NewOptions(), output: "text", maxDiffs: 10, proxyFlags: map[string]bool{}, selfCommand: selfCommand}
 	cmd := &cobra.Command{
 		Use:   "trace --to IP:PORT[/PROTO] (--from IP | --from-host)",
 		Short: "Show what this node's rules do with a packet to a Service",
@@ -62,13 +85,18 @@ endpoint it could be DNATed to with its probability, session affinity,
 masquerading, and the chains, rules and map lookups that decide it, each
 annotated with the Service and endpoint it belongs to.
 
-By default it reads the live rules of this node (iptables-save, or nft -j list
+By default it reads the live rules of this node (iptables-save of the iptables
+backend kube-proxy would use, detected as kube-proxy detects it, or nft -j list
 ruleset of the packet's family and inet in nftables mode, or in ipvs mode
 iptables-save, ipset save, the IPVS table and the addresses on kube-ipvs0);
---netns reads those of another network namespace.
+--netns reads those of another network namespace. The answer says which rules
+were read, and says so when they hold nothing of kube-proxy's (with --live that
+is an error: there is nothing to trace).
 With --manifests (or --kubeconfig/--master) it computes the rules kube-proxy
 would program instead, without touching the host; with --live as well, it
-traces the live rules and says whether they differ from the computed ones.
+traces the live rules and says whether they differ from the computed ones
+(with --netns, the rules are computed inside that namespace, as kube-proxy
+running there computes them).
 
 In ipvs mode the computed rules are the planned state of kube-proxy's ipvs
 dry run; the live state is not compared with it.
@@ -98,7 +126,8 @@ by hand) are named in the answer rather than guessed at.`,
 	}
 	fs := cmd.Flags()
 	to.proxy.AddFlags(fs)
-	for _, name := range []string{"dry-run", "dry-run-follow", "cleanup", "init-only", "write-config-to"} {
+	fs.VisitAll(func(f *pflag.Flag) { to.proxyFlags[f.Name] = true })
+	for _, name := range traceHiddenProxyFlags {
 		if fs.Lookup(name) != nil {
 			_ = fs.MarkHidden(name)
 		}
@@ -107,7 +136,7 @@ by hand) are named in the answer rather than guessed at.`,
 	fs.StringVar(&to.to, "to", to.to, "Destination as IP:PORT/PROTO (PROTO tcp, udp or sctp; default tcp); IPv6 as [IP]:PORT/PROTO.")
 	fs.BoolVar(&to.fromHost, "from-host", to.fromHost, "The packet is sent by a process on the node itself (the output path), not received from a pod or another host.")
 	fs.StringVar(&to.inInterface, "in-interface", to.inInterface, "The interface the packet arrives on (a pod's veth, the pod bridge, or an uplink); used by rules that match interfaces, such as --detect-local-mode=InterfaceNamePrefix.")
-	fs.StringVar(&to.netns, "netns", to.netns, "Read the live rules of this network namespace: a name under /run/netns, or a path such as /proc/PID/ns/net.")
+	fs.StringVar(&to.netns, "netns", to.netns, "Read the live rules of this network namespace: a name under /run/netns, or a path such as /proc/PID/ns/net. Rules compared with them are computed inside it.")
 	fs.StringVarP(&to.output, "output", "o", to.output, "Output format: text or json.")
 	fs.BoolVar(&to.live, "live", to.live, "Trace the live rules of the node even when --manifests or a kubeconfig is given (they are then compared with the computed rules). The default is live unless --manifests, --kubeconfig or --master is set.")
 	fs.StringSliceVar(&to.localAddrs, "local-addresses", to.localAddrs, "The node's addresses (what rules call LOCAL). Default: read from the (--netns) network namespace for live rules, the Node's addresses for computed ones.")
@@ -115,7 +144,37 @@ by hand) are named in the answer rather than guessed at.`,
 	fs.StringSliceVar(&to.bridges, "bridges", to.bridges, "The node's Linux bridges (what ipvs mode's -m physdev --physdev-is-in rules match a packet arriving on). Default: read from the live node in ipvs mode.")
 	fs.IntVar(&to.maxDiffs, "max-differences", to.maxDiffs, "How many differences between the live and the computed rules to list (0 for all).")
 	_ = cmd.MarkFlagFilename("manifests", "yaml", "yml", "json")
+	cmd.SetUsageFunc(to.usage)
 	return cmd, to
+}
+
+// usage lists trace's own flags first and kube-proxy's (some 70, which
+// only matter for computing rules) under a heading of their own, so the
+// handful that say what to trace are not lost among them.
+func (to *traceOptions) usage(c *cobra.Command) error {
+	own := pflag.NewFlagSet("trace", pflag.ContinueOnError)
+	proxy := pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
+	c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		if to.proxyFlags[f.Name] {
+			proxy.AddFlag(f)
+		} else {
+			own.AddFlag(f)
+		}
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage:\n  %s\n", c.UseLine())
+	if c.HasExample() {
+		fmt.Fprintf(&b, "\nExamples:\n%s\n", c.Example)
+	}
+	fmt.Fprintf(&b, "\nFlags:\n%s", own.FlagUsages())
+	if u := proxy.FlagUsages(); u != "" {
+		fmt.Fprintf(&b, "\nKube-proxy Flags:\n%s\n%s", traceProxyFlagsIntro, u)
+	}
+	if c.HasAvailableInheritedFlags() {
+		fmt.Fprintf(&b, "\nGlobal Flags:\n%s", c.InheritedFlags().FlagUsages())
+	}
+	_, err := io.WriteString(c.OutOrStderr(), b.String())
+	return err
 }
 
 // traceReport is the JSON answer.
@@ -129,7 +188,12 @@ type traceReport struct {
 	// absent when only one of them was read.
 	InSync      *bool              `json:"inSync,omitempty"`
 	Differences []trace.Difference `json:"differences,omitempty"`
-	// Note says what the answer leaves out (ipvs mode is not computed).
+	// Read says which rules were read from the kernel, and why those: in
+	// iptables mode the backend (iptables-legacy or iptables-nft) chosen the
+	// way kube-proxy chooses it.
+	Read string `json:"read,omitempty"`
+	// Note says what the answer leaves out (ipvs mode is not computed), or
+	// that the live rules hold nothing of kube-proxy's.
 	Note string `json:"note,omitempty"`
 }
 
@@ -152,6 +216,7 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		if err := fs.Set("proxy-mode", detectMode(ctx, to.netns, family)); err != nil {
 			return err
 		}
+		to.detectedMode = true
 	}
 	if err := o.Complete(fs); err != nil {
 		return err
@@ -192,7 +257,15 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		report.Note = "the live rules were not compared with computed ones: " + errIPVSNotCompared.Error()
 	}
 	if computed {
-		text, nodeIPs, err := computeRules(ctx, o, localAddrs...)
+		var text string
+		var nodeIPs []netip.Addr
+		if to.netns != "" {
+			// What is compared with the namespace's rules is computed in
+			// it too, as if trace ran there.
+			text, err = to.computeRulesInNetns(ctx, fs)
+		} else {
+			text, nodeIPs, err = computeRules(ctx, o, localAddrs...)
+		}
 		if err != nil {
 			return fmt.Errorf("computing the rules from %s: %w", computedFrom(o), err)
 		}
@@ -215,10 +288,29 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 				return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
 			}
 			liveRules, node.Bridges = v, bridges
-		} else if liveRules, err = readLive(ctx, to.netns, mode, family); err != nil {
-			return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
+		} else {
+			var data []byte
+			if data, report.Read, err = to.readLiveText(ctx, fs, mode, family); err != nil {
+				return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
+			}
+			if liveRules, err = parseLive(data, mode); err != nil {
+				return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
+			}
 		}
 		report.Rules = fmt.Sprintf("live, %s (%s, %s)", where, mode, family)
+		if !trace.HasKubeProxyRules(liveRules) {
+			// Without kube-proxy's rules the trace is of whatever else the
+			// node holds: an answer such as ACCEPT 100% would read as
+			// "the Service works".
+			missing := fmt.Sprintf("no kube-proxy rules in %s: %s", where, noRulesDetail(mode, family, to.detectedMode))
+			if to.live {
+				if report.Read != "" {
+					missing += " (read " + report.Read + ")"
+				}
+				return fmt.Errorf("%s; nothing to trace (is kube-proxy running there, in this mode?)", missing)
+			}
+			report.Note = missing + "; the answer below is what the other rules do with the packet, without kube-proxy"
+		}
 		if len(to.localAddrs) == 0 {
 			if node.LocalAddrs, err = readLocalAddrs(ctx, to.netns); err != nil {
 				return fmt.Errorf("reading the local addresses of %s (or give --local-addresses): %w", where, err)
@@ -277,6 +369,9 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 func (to *traceOptions) writeText(out io.Writer, o *Options, r *traceReport) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Rules: %s\n", r.Rules)
+	if r.Read != "" {
+		fmt.Fprintf(&b, "Read: %s\n", r.Read)
+	}
 	if r.Note != "" {
 		fmt.Fprintf(&b, "Note: %s\n", r.Note)
 	}
@@ -408,6 +503,74 @@ func computeRules(ctx context.Context, o *Options, localAddrs ...netip.Addr) (st
 	return buf.String(), addrs, nil
 }
 
+// computeRulesInNetns computes the rules inside the --netns namespace, as
+// `ip netns exec X kube-proxy trace` would: a dry run's proxiers read the
+// node's addresses (those --nodeport-addresses selects decide the NodePort
+// rules) from the namespace of whatever thread they run on, and the
+// goroutines of a dry run in this process cannot be moved into another
+// namespace. So this binary runs `kube-proxy --dry-run` with the same
+// kube-proxy flags, started from a thread inside the namespace, and the
+// child sees everything from there.
+func (to *traceOptions) computeRulesInNetns(ctx context.Context, fs *pflag.FlagSet) (string, error) {
+	args := append([]string{"--dry-run"}, to.proxyArgs(fs)...)
+	cmd, err := to.selfCommand(ctx, args)
+	if err != nil {
+		return "", err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if to.verbose {
+		cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
+	}
+	if err := runInNetns(to.netns, cmd.Start); err != nil {
+		return "", fmt.Errorf("starting kube-proxy --dry-run in network namespace %q: %w", to.netns, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return "", fmt.Errorf("kube-proxy --dry-run in network namespace %q: %w: %s", to.netns, err, lastLines(stderr.String(), 5))
+	}
+	return stdout.String(), nil
+}
+
+// selfCommand runs this binary as kube-proxy with args.
+func selfCommand(ctx context.Context, args []string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this binary to run a dry run: %w", err)
+	}
+	return exec.CommandContext(ctx, exe, args...), nil
+}
+
+// proxyArgs spells the kube-proxy flags set on the trace command (also
+// --proxy-mode when it was detected) as arguments for kube-proxy itself.
+func (to *traceOptions) proxyArgs(fs *pflag.FlagSet) []string {
+	var args []string
+	fs.Visit(func(f *pflag.Flag) {
+		if !to.proxyFlags[f.Name] || slices.Contains(traceHiddenProxyFlags, f.Name) {
+			return
+		}
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			// String() brackets a slice ("[a,b]"); Set reads CSV.
+			var b strings.Builder
+			w := csv.NewWriter(&b)
+			_ = w.Write(sv.GetSlice())
+			w.Flush()
+			v = strings.TrimSuffix(b.String(), "\n")
+		}
+		args = append(args, "--"+f.Name+"="+v)
+	})
+	return args
+}
+
+// lastLines is the end of a command's log, for an error.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
 // parseComputed reads one family's part of the dry run's output.
 func parseComputed(text, mode string, family v1.IPFamily) (trace.Tracer, error) {
 	header := "# kube-proxy --dry-run: " + string(family) + ","
@@ -508,16 +671,40 @@ func detectMode(ctx context.Context, netns string, family v1.IPFamily) string {
 	return string(kubeproxyconfig.ProxyModeIPTables)
 }
 
-func readLive(ctx context.Context, netns, mode string, family v1.IPFamily) (trace.Tracer, error) {
-	data, err := readLiveText(ctx, netns, mode, family)
-	if err != nil {
-		return nil, err
+// readLiveText reads the rules from the kernel: the packet family's and
+// inet tables in nftables mode, the family's tables in iptables mode (from
+// the backend kube-proxy would use, see traceIPTablesBackend). It also says
+// what it read, for the answer.
+func (to *traceOptions) readLiveText(ctx context.Context, fs *pflag.FlagSet, mode string, family v1.IPFamily) ([]byte, string, error) {
+	where := "this node"
+	if to.netns != "" {
+		where = "network namespace " + to.netns
 	}
-	return parseLive(data, mode)
+	switch kubeproxyconfig.ProxyMode(mode) {
+	case kubeproxyconfig.ProxyModeNFTables:
+		data, err := readLiveText(ctx, to.netns, mode, family)
+		fam := "ip"
+		if family == v1.IPv6Protocol {
+			fam = "ip6"
+		}
+		return data, fmt.Sprintf("nft -j list ruleset %s and inet, in %s", fam, where), err
+	case kubeproxyconfig.ProxyModeIPTables, "":
+		choice, err := traceIPTablesBackend(ctx, fs, to.netns)
+		if err != nil {
+			return nil, "", err
+		}
+		save := choice.Backend.SaveCommand(iptablesProtocol(family))
+		data, err := inNetns(ctx, to.netns, save)
+		read := fmt.Sprintf("%s rules (%s) from %s, the backend kube-proxy there would use: %s",
+			iptablesBackendName(choice.Backend, family), save, where, choice.Reason)
+		return data, read, err
+	}
+	return nil, "", fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
 }
 
 // readLiveText reads the rules from the kernel: the packet family's and
-// inet tables in nftables mode, the family's tables in iptables mode.
+// inet tables in nftables mode, the family's tables in iptables mode (with
+// the iptables backend detected in netns as kube-proxy detects it).
 func readLiveText(ctx context.Context, netns, mode string, family v1.IPFamily) ([]byte, error) {
 	switch kubeproxyconfig.ProxyMode(mode) {
 	case kubeproxyconfig.ProxyModeNFTables:
@@ -538,13 +725,52 @@ func readLiveText(ctx context.Context, netns, mode string, family v1.IPFamily) (
 		}
 		return joinNFTJSON(own, inet)
 	case kubeproxyconfig.ProxyModeIPTables, "":
-		save := "iptables-save"
-		if family == v1.IPv6Protocol {
-			save = "ip6tables-save"
+		choice, err := traceIPTablesBackend(ctx, nil, netns)
+		if err != nil {
+			return nil, err
 		}
-		return inNetns(ctx, netns, save)
+		return inNetns(ctx, netns, choice.Backend.SaveCommand(iptablesProtocol(family)))
 	}
 	return nil, fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
+}
+
+func iptablesProtocol(family v1.IPFamily) utiliptables.Protocol {
+	if family == v1.IPv6Protocol {
+		return utiliptables.ProtocolIPv6
+	}
+	return utiliptables.ProtocolIPv4
+}
+
+// iptablesBackendName names what was read the way an operator knows it:
+// "iptables-legacy", "ip6tables-nft", or "iptables" from PATH.
+func iptablesBackendName(b utiliptables.Backend, family v1.IPFamily) string {
+	name := "iptables"
+	if family == v1.IPv6Protocol {
+		name = "ip6tables"
+	}
+	if b != utiliptables.BackendPath {
+		name += "-" + string(b)
+	}
+	return name
+}
+
+// noRulesDetail says what was looked for and not found.
+func noRulesDetail(mode string, family v1.IPFamily, detected bool) string {
+	fam := "ip"
+	if family == v1.IPv6Protocol {
+		fam = "ip6"
+	}
+	var s string
+	switch kubeproxyconfig.ProxyMode(mode) {
+	case kubeproxyconfig.ProxyModeNFTables:
+		s = "no chains in nftables table " + fam + " kube-proxy"
+	default:
+		s = "no KUBE-SERVICES chain in the nat table"
+	}
+	if detected {
+		s = "no nftables table " + fam + " kube-proxy, no " + ipvsDummyDevice + " interface, and " + s
+	}
+	return s
 }
 
 // joinNFTJSON joins two `nft -j` documents ({"nftables": [...]}) into one.

@@ -28,6 +28,7 @@ func runTrace(t *testing.T, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	cmd, to := newTraceCommandOptions()
+	to.selfCommand = helperSelfCommand
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
 	if err := cmd.ParseFlags(args); err != nil {
@@ -36,6 +37,18 @@ func runTrace(t *testing.T, args ...string) (string, error) {
 	var out bytes.Buffer
 	err := to.run(ctx, cmd.Flags(), &out)
 	return out.String(), err
+}
+
+// helperSelfCommand runs the test binary as kube-proxy (see
+// TestKubeProxyHelperProcess), where trace runs its own binary.
+func helperSelfCommand(ctx context.Context, args []string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, append([]string{"-test.run=^TestKubeProxyHelperProcess$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), kubeProxyHelperEnv+"=1")
+	return cmd, nil
 }
 
 func decodeReport(t *testing.T, out string) traceReport {
@@ -192,7 +205,14 @@ func dryRunSection(t *testing.T, mode string) string {
 // input, then the jumps from the builtin chains.
 func loadIPTablesDryRun(t testing.TB, ns, text string) {
 	t.Helper()
-	nsRunInput(t, ns, text, "iptables-restore", "--noflush")
+	loadIPTablesDryRunWith(t, ns, text, "iptables")
+}
+
+// loadIPTablesDryRunWith is loadIPTablesDryRun through the binaries named
+// ipt ("iptables", "iptables-legacy", "iptables-nft").
+func loadIPTablesDryRunWith(t testing.TB, ns, text, ipt string) {
+	t.Helper()
+	nsRunInput(t, ns, text, ipt+"-restore", "--noflush")
 	for _, line := range strings.Split(text, "\n") {
 		rest, ok := strings.CutPrefix(line, "# ensure: -t ")
 		if !ok {
@@ -204,14 +224,14 @@ func loadIPTablesDryRun(t testing.TB, ns, text string) {
 		}
 		table, op := words[0], words[1]
 		if op == "-N" {
-			_ = exec.Command("ip", append([]string{"netns", "exec", ns, "iptables", "-t", table}, words[1:]...)...).Run()
+			_ = exec.Command("ip", append([]string{"netns", "exec", ns, ipt, "-t", table}, words[1:]...)...).Run()
 			continue
 		}
-		check := append([]string{"netns", "exec", ns, "iptables", "-t", table, "-C"}, words[2:]...)
+		check := append([]string{"netns", "exec", ns, ipt, "-t", table, "-C"}, words[2:]...)
 		if exec.Command("ip", check...).Run() == nil {
 			continue
 		}
-		nsRun(t, ns, "iptables", append([]string{"-t", table}, words[1:]...)...)
+		nsRun(t, ns, ipt, append([]string{"-t", table}, words[1:]...)...)
 	}
 }
 

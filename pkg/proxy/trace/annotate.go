@@ -80,3 +80,27 @@ func parsePortOrZero(s string) uint16 {
 func iptablesOwned(chain string) bool {
 	return strings.HasPrefix(chain, "KUBE-")
 }
+
+// HasKubeProxyRules reports whether a ruleset holds anything kube-proxy
+// programs: its nat KUBE-SERVICES chain (iptables and ipvs modes), or a
+// table of its own with chains (nftables). Other KUBE-* chains do not count:
+// kubelet creates some (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY,
+// KUBE-FIREWALL) on nodes where kube-proxy has programmed nothing.
+func HasKubeProxyRules(t Tracer) bool {
+	switch r := t.(type) {
+	case *IPTables:
+		return r != nil && r.Tables["nat"]["KUBE-SERVICES"] != nil
+	case *IPVS:
+		return r != nil && HasKubeProxyRules(r.IPTables)
+	case *NFTables:
+		if r == nil {
+			return false
+		}
+		for _, tb := range r.Tables {
+			if tb.Name == r.Owner && len(tb.Chains) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -211,11 +211,16 @@ func unionKeys[V any](a, b map[string]V) []string {
 }
 
 // CompareNFT compares kube-proxy's table (nft.Owner) of each family
-// expected has: its
-// chains with their hooks and rules, and its sets' and maps' elements
-// (affinity sets, which the kernel fills, aside). Rules compare by meaning,
-// so nft's JSON and knftables' text for the same rule are equal. It returns
-// at most limit differences (all with limit <= 0).
+// expected has: its chains with their hooks and rules, and its sets' and
+// maps' elements (affinity sets, which the kernel fills, aside). Rules
+// compare by meaning, so nft's JSON and knftables' text for the same rule
+// are equal, and a numgen lookup ("dnat to numgen random mod N offset B map
+// @endpoints-…", or a numgen vmap) compares as the share of packets it sends
+// to each target: the map it reads, the slots it uses and their order are
+// layout, which kube-proxy's incremental syncs and full syncs lay out
+// differently for the same balancing. Such maps are therefore compared only
+// through the rules that use them, not element by element. It returns at
+// most limit differences (all with limit <= 0).
 func CompareNFT(live, expected *NFTables, limit int) []Difference {
 	var out []Difference
 	add := func(d Difference) bool {
@@ -254,6 +259,10 @@ func CompareNFT(live, expected *NFTables, limit int) []Difference {
 			}
 			continue
 		}
+		dispatch := numgenMaps(l)
+		for name := range numgenMaps(e) {
+			dispatch[name] = true
+		}
 		for _, name := range unionKeys(l.Chains, e.Chains) {
 			lc, ec := l.Chains[name], e.Chains[name]
 			where := key + " chain " + name
@@ -281,8 +290,8 @@ func CompareNFT(live, expected *NFTables, limit int) []Difference {
 					d.Expected = ec.Rules[i].Text
 				case i >= len(ec.Rules):
 					d.Live = lc.Rules[i].Text
-				case lc.Rules[i].canonical() != ec.Rules[i].canonical():
-					d.Live, d.Expected = lc.Rules[i].Text, ec.Rules[i].Text
+				case lc.Rules[i].canonical(l) != ec.Rules[i].canonical(e):
+					d.Live, d.Expected = lc.Rules[i].textWithShares(l), ec.Rules[i].textWithShares(e)
 				default:
 					continue
 				}
@@ -293,6 +302,9 @@ func CompareNFT(live, expected *NFTables, limit int) []Difference {
 			}
 		}
 		for _, name := range unionKeys(l.Sets, e.Sets) {
+			if dispatch[name] {
+				continue
+			}
 			ls, es := l.Sets[name], e.Sets[name]
 			where := key + " set " + name
 			switch {
@@ -363,16 +375,98 @@ func (s *NFTSet) elements() map[string]string {
 	return m
 }
 
-// canonical is the rule's meaning as a string.
-func (r *NFTRule) canonical() string {
+// numgenMaps names the maps of t that rules look up by a numgen slot.
+func numgenMaps(t *NFTTable) map[string]bool {
+	m := map[string]bool{}
+	for _, ch := range t.Chains {
+		for _, r := range ch.Rules {
+			for i := range r.stmts {
+				st := &r.stmts[i]
+				if (st.kind == sDNAT || st.kind == sVmap) && st.left.kind == eNumgen && st.setName != "" {
+					m[st.setName] = true
+				}
+			}
+		}
+	}
+	return m
+}
+
+// canonical is the rule's meaning as a string; t, the rule's table, holds
+// the maps its numgen lookups read.
+func (r *NFTRule) canonical(t *NFTTable) string {
 	parts := make([]string, 0, len(r.stmts))
 	for i := range r.stmts {
 		if r.stmts[i].kind == sNoop {
 			continue
 		}
-		parts = append(parts, r.stmts[i].canonical())
+		parts = append(parts, r.stmts[i].canonical(t))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// textWithShares is the rule's text, and for a numgen lookup what it does
+// with packets: the map's slots are not compared, so the text alone would
+// not show the difference.
+func (r *NFTRule) textWithShares(t *NFTTable) string {
+	for i := range r.stmts {
+		st := &r.stmts[i]
+		if (st.kind == sDNAT || st.kind == sVmap) && st.left.kind == eNumgen {
+			return r.Text + " [shares: " + numgenShares(st, t) + "]"
+		}
+	}
+	return r.Text
+}
+
+// numgenShares is what a numgen-keyed lookup does with packets: the share
+// (a reduced fraction) of them that goes to each map value, "-" for the
+// share that finds an empty slot (the lookup fails and the rule does not
+// match). Which slots hold which value, and where the slots start, do not
+// show.
+func numgenShares(st *nStmt, t *NFTTable) string {
+	vals, reason := numgenValues(&st.left)
+	if reason != "" {
+		return "?" + reason
+	}
+	var set *NFTSet
+	if st.setName != "" {
+		if set = t.Sets[st.setName]; set == nil {
+			return "?no map"
+		}
+	}
+	counts := map[string]uint64{}
+	for _, v := range vals {
+		key := []datum{numDatum(v)}
+		var e *nElem
+		if set != nil {
+			e = set.lookup(key)
+		} else {
+			e = anonLookup(st.anon, key)
+		}
+		if e == nil {
+			counts["-"]++
+		} else {
+			counts[e.value]++
+		}
+	}
+	return sharesString(counts, uint64(len(vals)))
+}
+
+// sharesString spells counts out of n as sorted, reduced fractions.
+func sharesString(counts map[string]uint64, n uint64) string {
+	parts := make([]string, 0, len(counts))
+	for v, c := range counts {
+		g := gcd(c, n)
+		parts = append(parts, fmt.Sprintf("%s=%d/%d", v, c/g, n/g))
+	}
+	slices.Sort(parts)
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 func (e *nExpr) canonical() string {
@@ -393,9 +487,23 @@ func (e *nExpr) canonical() string {
 	return "?"
 }
 
-func (st *nStmt) canonical() string {
+func (st *nStmt) canonical(t *NFTTable) string {
 	switch st.kind {
 	case sMatch:
+		if st.left.kind == eNumgen {
+			// The share of packets that match, not which numbers do.
+			vals, reason := numgenValues(&st.left)
+			if reason != "" {
+				return "match numgen ?" + reason
+			}
+			hit := uint64(0)
+			for _, v := range vals {
+				if atomsMatch(st.atoms, []datum{numDatum(v)}) != st.neg {
+					hit++
+				}
+			}
+			return "match numgen " + sharesString(map[string]uint64{"hit": hit}, uint64(len(vals)))
+		}
 		neg := "=="
 		if st.neg {
 			neg = "!="
@@ -412,12 +520,18 @@ func (st *nStmt) canonical() string {
 		}
 		return "match " + st.left.canonical() + neg + rhs
 	case sVmap:
+		if st.left.kind == eNumgen {
+			return "vmap numgen " + numgenShares(st, t)
+		}
 		return "vmap " + st.left.canonical() + " " + mapCanonical(st)
 	case sVerdict:
 		return st.verdict
 	case sDNAT:
 		if st.setName == "" && st.anon == nil {
 			return fmt.Sprintf("dnat %s:%d", st.dnatAddr, st.dnatPort)
+		}
+		if st.left.kind == eNumgen {
+			return "dnat numgen " + numgenShares(st, t)
 		}
 		return "dnat " + st.left.canonical() + " " + mapCanonical(st)
 	case sMasq:

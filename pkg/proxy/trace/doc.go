@@ -33,8 +33,11 @@
 // once the packet reaches it and everything the tracer does understand about
 // the rule matches; rules that belong to someone else (chains and tables not
 // named like kube-proxy's) are traced when understood and flagged as foreign.
-// Compare reports how a live ruleset differs from what kube-proxy would
-// program.
+// CompareIPTables and CompareNFT report how a live ruleset differs from what
+// kube-proxy would program, by meaning: a numgen lookup compares as the share
+// of packets it sends to each target, not by its map's slot layout.
+// HasKubeProxyRules says whether a ruleset holds anything kube-proxy
+// programs at all.
 //
 // Kernel state the rules refer to but do not hold (conntrack entries, the
 // node's addresses, iptables' -m recent lists, which interfaces are
