@@ -95,6 +95,9 @@ var addedFlags = map[string]upstreamFlag{
 	"localnode-source-tls-cert-file":        {"string", "", false},
 	"localnode-source-tls-private-key-file": {"string", "", false},
 	"localnode-source-tls-server-name":      {"string", "", false},
+	"localnode-source-max-pending-objects":  {"int", "1000000", false},
+	"localnode-source-max-pending-bytes":    {"int64", "268435456", false},
+	"dry-run-node-addresses":                {"stringSlice", "[]", true}, // trace --netns's child
 }
 
 // commandFlags returns the flags the binary accepts: the command's own, the

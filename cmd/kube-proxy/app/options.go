@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	metricsfeatures "k8s.io/component-base/metrics/features"
 	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
 
 	configv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
@@ -68,7 +71,12 @@ type Options struct {
 	manifestsRescan    time.Duration
 	dryRun             bool
 	dryRunFollow       bool
-	dryRunTimeout      time.Duration
+	// dryRunNodeAddresses (hidden --dry-run-node-addresses) are the addresses a dry
+	// run computes NodePorts for, or "host" for this host's interfaces even with
+	// manifests: trace --netns runs a dry run inside the namespace it reads, to compare
+	// with what kube-proxy there programmed, with trace's --local-addresses if given.
+	dryRunNodeAddresses []string
+	dryRunTimeout       time.Duration
 
 	// --localnode-source-max-pending-*, localnode_source.go
 	sourceLimits sourceLimits
@@ -178,6 +186,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	addLocalNodeSourceLimitFlags(fs, &o.sourceLimits)
 	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, an nft script, or in ipvs mode the planned state as ip addr lines, ipvsadm-save -n, ipset save and iptables-save) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
 	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
+	fs.StringSliceVar(&o.dryRunNodeAddresses, "dry-run-node-addresses", nil, "With --dry-run, compute NodePorts for these addresses, or for this host's interfaces with \"host\", even with --manifests (used by trace --netns).")
+	_ = fs.MarkHidden("dry-run-node-addresses")
 	durationFlag(fs, &o.dryRunTimeout, "dry-run-timeout", o.dryRunTimeout, "How long --dry-run may take, from start-up (including waiting for an unreachable API server) to printing the first full sync, before it gives up with an error saying what was still pending (Services or EndpointSlices not yet listed, or which IP families had not finished syncing). With --dry-run-follow it bounds start-up only.")
 
 	logsapi.AddFlags(&o.config.Logging, fs)
@@ -340,6 +350,11 @@ func (o *Options) processV1Alpha1Flags(fs *pflag.FlagSet) {
 // Validate checks the effective configuration and the flags' combinations.
 func (o *Options) Validate() error {
 	var errs []error
+	for _, v := range o.dryRunNodeAddresses {
+		if v != "host" && netutils.ParseIPSloppy(v) == nil {
+			errs = append(errs, fmt.Errorf("--dry-run-node-addresses %q: %q is neither an IP address nor \"host\"", strings.Join(o.dryRunNodeAddresses, ","), v))
+		}
+	}
 	if verrs := validation.Validate(o.config); len(verrs) > 0 {
 		errs = append(errs, verrs.ToAggregate())
 	}
@@ -443,6 +458,9 @@ func (o *Options) Run(ctx context.Context) error {
 		localNodeServe:  o.localNodeServe,
 		localNodeSource: o.localNodeSource,
 		sourceLimits:    o.sourceLimits,
+		hostAddresses:   slices.Equal(o.dryRunNodeAddresses, []string{"host"}),
+		localAddresses:  dryRunNodeIPs(o.dryRunNodeAddresses),
+		nodeAddresses:   len(dryRunNodeIPs(o.dryRunNodeAddresses)) > 0,
 	})
 	if err != nil {
 		if deadline := dryRunDeadlineOf(ctx); deadline != nil {
@@ -553,4 +571,16 @@ func logWarning(msg string, keysAndValues ...any) {
 		fmt.Fprintf(&b, " %s=%s", key, strconv.Quote(fmt.Sprint(value)))
 	}
 	klog.WarningDepth(1, b.String())
+}
+
+// dryRunNodeIPs are the addresses of --dry-run-node-addresses; validate refuses any
+// value that is neither an IP nor "host".
+func dryRunNodeIPs(values []string) []net.IP {
+	var ips []net.IP
+	for _, v := range values {
+		if ip := netutils.ParseIPSloppy(v); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
 }

@@ -46,7 +46,9 @@ type serverOptions struct {
 	// without manifests (trace's computed rules); localAddresses, when set,
 	// are those addresses (trace's --local-addresses). See
 	// setDryRunNodeAddresses.
-	nodeAddresses  bool
+	nodeAddresses bool
+	// hostAddresses keeps a dry run on this host's interfaces (--dry-run-host-addresses).
+	hostAddresses  bool
 	localAddresses []net.IP
 }
 
@@ -153,7 +155,7 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 	// A dry run from --localnode-source computes for the Node it is handed
 	// as one from manifests does, so that both print the same rules for the
 	// same objects.
-	if s.dryRun != nil && (opts.manifests != "" || opts.localNodeSource.address != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
+	if s.dryRun != nil && !opts.hostAddresses && (opts.manifests != "" || opts.localNodeSource.address != "" || opts.nodeAddresses || len(opts.localAddresses) > 0) {
 		s.setDryRunNodeAddresses(ctx, opts.localAddresses)
 	}
 

@@ -512,7 +512,13 @@ func computeRules(ctx context.Context, o *Options, localAddrs ...netip.Addr) (st
 // kube-proxy flags, started from a thread inside the namespace, and the
 // child sees everything from there.
 func (to *traceOptions) computeRulesInNetns(ctx context.Context, fs *pflag.FlagSet) (string, error) {
-	args := append([]string{"--dry-run"}, to.proxyArgs(fs)...)
+	// The namespace's own interfaces, as kube-proxy there reads them, not the Node's
+	// addresses a dry run from manifests otherwise assumes; --local-addresses when given.
+	addrs := "host"
+	if len(to.localAddrs) > 0 {
+		addrs = strings.Join(to.localAddrs, ",")
+	}
+	args := append([]string{"--dry-run", "--dry-run-node-addresses=" + addrs}, to.proxyArgs(fs)...)
 	cmd, err := to.selfCommand(ctx, args)
 	if err != nil {
 		return "", err
