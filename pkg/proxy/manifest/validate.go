@@ -170,20 +170,7 @@ func validateQualifiedName(path *field.Path, value string) field.ErrorList {
 // validateEndpointIP rejects the addresses an API server refuses as endpoints and
 // external IPs: ones that can only mean this host or its link.
 func validateEndpointIP(path *field.Path, ip string) field.ErrorList {
-	parsed := netutils.ParseIPSloppy(ip)
-	switch {
-	case parsed == nil:
-		return field.ErrorList{field.Invalid(path, ip, "must be a valid IP address")}
-	case parsed.IsUnspecified():
-		return field.ErrorList{field.Invalid(path, ip, fmt.Sprintf("may not be unspecified (%v)", ip))}
-	case parsed.IsLoopback():
-		return field.ErrorList{field.Invalid(path, ip, "may not be in the loopback range (127.0.0.0/8, ::1/128)")}
-	case parsed.IsLinkLocalUnicast():
-		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")}
-	case parsed.IsLinkLocalMulticast():
-		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)")}
-	}
-	return nil
+	return validateSpecialIP(path, ip, false)
 }
 
 // validateClusterIP rejects what an API server refuses as a cluster IP.
@@ -193,20 +180,32 @@ func validateEndpointIP(path *field.Path, ip string) field.ErrorList {
 // special-purpose addresses, which the kernel would not route to a Service:
 // so they are refused here even when the manifests name no ServiceCIDR.
 func validateClusterIP(path *field.Path, ip string) field.ErrorList {
+	return validateSpecialIP(path, ip, true)
+}
+
+// validateSpecialIP refuses an invalid, unspecified, loopback or link-local address;
+// any multicast one too for a cluster IP, where endpoints and external IPs are refused
+// only link-local multicast (the API server's two rules differ there).
+func validateSpecialIP(path *field.Path, ip string, clusterIP bool) field.ErrorList {
 	parsed := netutils.ParseIPSloppy(ip)
+	var msg string
 	switch {
 	case parsed == nil:
-		return field.ErrorList{field.Invalid(path, ip, "must be a valid IP address")}
+		msg = "must be a valid IP address"
 	case parsed.IsUnspecified():
-		return field.ErrorList{field.Invalid(path, ip, fmt.Sprintf("may not be unspecified (%v)", ip))}
+		msg = fmt.Sprintf("may not be unspecified (%v)", ip)
 	case parsed.IsLoopback():
-		return field.ErrorList{field.Invalid(path, ip, "may not be in the loopback range (127.0.0.0/8, ::1/128)")}
-	case parsed.IsMulticast():
-		return field.ErrorList{field.Invalid(path, ip, "may not be a multicast address (224.0.0.0/4, ff00::/8)")}
+		msg = "may not be in the loopback range (127.0.0.0/8, ::1/128)"
+	case clusterIP && parsed.IsMulticast():
+		msg = "may not be a multicast address (224.0.0.0/4, ff00::/8)"
 	case parsed.IsLinkLocalUnicast():
-		return field.ErrorList{field.Invalid(path, ip, "may not be in the link-local range (169.254.0.0/16, fe80::/10)")}
+		msg = "may not be in the link-local range (169.254.0.0/16, fe80::/10)"
+	case !clusterIP && parsed.IsLinkLocalMulticast():
+		msg = "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"
+	default:
+		return nil
 	}
-	return nil
+	return field.ErrorList{field.Invalid(path, ip, msg)}
 }
 
 func validateProtocol(path *field.Path, proto v1.Protocol) field.ErrorList {
