@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
 // DefaultMaxFileBytes bounds how much of one manifest file is read. It is checked
@@ -52,28 +54,6 @@ func isIgnoredName(name string) bool {
 	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "#") || strings.HasSuffix(name, "~")
 }
 
-// kindOf names a file mode's type for messages.
-func kindOf(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t == 0:
-		return "regular file"
-	case t&fs.ModeDir != 0:
-		return "directory"
-	case t&fs.ModeNamedPipe != 0:
-		return "named pipe (FIFO)"
-	case t&fs.ModeSocket != 0:
-		return "socket"
-	case t&fs.ModeCharDevice != 0:
-		return "character device"
-	case t&fs.ModeDevice != 0:
-		return "block device"
-	case t&fs.ModeSymlink != 0:
-		return "symlink"
-	default:
-		return "special file"
-	}
-}
-
 // listManifests lists the files path stands for: path itself when it is a regular
 // file, or every .yaml/.yml/.json file below it when it is a directory. Symlinks are
 // followed, the path's own included, and loops are cut. Nothing is opened, so a FIFO
@@ -101,7 +81,7 @@ func listManifests(path string) (listing, error) {
 		}
 		return l, nil
 	default:
-		return l, fmt.Errorf("reading manifests %q: it is a %s, not a regular file or a directory", path, kindOf(info.Mode()))
+		return l, fmt.Errorf("reading manifests %q: it is a %s, not a regular file or a directory", path, proxyutil.FileKind(info.Mode()))
 	}
 }
 
@@ -154,7 +134,7 @@ func (l *listing) walk(dir string, depth int, visited map[string]bool) error {
 		case mode.IsRegular():
 			l.files = append(l.files, p)
 		default:
-			l.problems = append(l.problems, Problem{File: p, Reason: fmt.Sprintf("is a %s, not a regular file; skipped", kindOf(mode))})
+			l.problems = append(l.problems, Problem{File: p, Reason: fmt.Sprintf("is a %s, not a regular file; skipped", proxyutil.FileKind(mode))})
 		}
 	}
 	return nil
@@ -188,7 +168,7 @@ func readManifest(path string, limit int64) ([]byte, fs.FileInfo, error) {
 		return nil, nil, unwrapPath(err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("is a %s: %w; skipped", kindOf(info.Mode()), errNotRegular)
+		return nil, nil, fmt.Errorf("is a %s: %w; skipped", proxyutil.FileKind(info.Mode()), errNotRegular)
 	}
 	if info.Size() > limit {
 		return nil, nil, fmt.Errorf("file is %d bytes, over the %d-byte limit for one manifest file; split it", info.Size(), limit)

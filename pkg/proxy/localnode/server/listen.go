@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
+	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
 // DefaultMaxConns bounds the connections Serve accepts at once.
@@ -118,7 +119,7 @@ func clearStaleSocket(path string) error {
 	if mode&os.ModeSocket == 0 {
 		// A symbolic link is not followed: it may point at anything, and removing it
 		// would break whatever the operator linked.
-		return fmt.Errorf("%s is a %s, not a socket: refusing to replace it", path, fileKind(mode))
+		return fmt.Errorf("%s is a %s, not a socket: refusing to replace it", path, proxyutil.FileKind(mode))
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
@@ -134,25 +135,6 @@ func clearStaleSocket(path string) error {
 		return fmt.Errorf("removing stale socket %s: %w", path, err)
 	}
 	return nil
-}
-
-// fileKind names what a file mode says is at a path, for error messages.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "symbolic link"
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&os.ModeCharDevice != 0:
-		return "character device"
-	case m&os.ModeDevice != 0:
-		return "block device"
-	case m.IsRegular():
-		return "regular file"
-	}
-	return fmt.Sprintf("file of mode %v", m)
 }
 
 // unixListener removes its socket file on Close, but only while the path still names
