@@ -38,8 +38,11 @@ var buildVersion = sync.OnceValue(func() apimachineryversion.Info {
 // scripts do. A version set with --version=vX.Y.Z is kept. Without build or VCS
 // information base is returned unchanged.
 func versionFromBuildInfo(base apimachineryversion.Info, bi *debug.BuildInfo) apimachineryversion.Info {
-	if base.GitCommit != placeholderCommit || bi == nil {
+	if base.GitCommit != placeholderCommit {
 		return base
+	}
+	if bi == nil {
+		return unknownVersion(base)
 	}
 	var revision, vcsTime, modified string
 	for _, s := range bi.Settings {
@@ -63,7 +66,7 @@ func versionFromBuildInfo(base apimachineryversion.Info, bi *debug.BuildInfo) ap
 		v = pseudoVersion(vcsTime, revision)
 	}
 	if v == "" {
-		return base
+		return unknownVersion(base)
 	}
 	if dirty {
 		v += "-dirty"
@@ -127,4 +130,17 @@ func printVersionAndExitIfRequested(fs *pflag.FlagSet, out io.Writer) bool {
 		return true
 	}
 	return false
+}
+
+// unknownVersion replaces the unexpanded "$Format:%H$" placeholders of a build that
+// recorded neither -ldflags nor VCS information (go build -buildvcs=false, a source
+// tarball, GOFLAGS=-buildvcs=false as some machines set): an honest "unknown" instead of
+// text that looks like a broken build.
+func unknownVersion(base apimachineryversion.Info) apimachineryversion.Info {
+	if base.GitVersion == placeholderVersion {
+		base.GitVersion = "v0.0.0-unknown"
+		base.Major, base.Minor = "0", "0"
+	}
+	base.GitCommit = "unknown"
+	return base
 }

@@ -54,10 +54,10 @@ func TestVersionFromBuildInfo(t *testing.T) {
 		wantVersion: "v0.0.0-20261128210509-abcdef123456-dirty", wantCommit: rev, wantTree: "dirty", wantMajor: "0", wantMinor: "0",
 	}, {
 		name: "nothing recorded", base: unstamped, bi: bi("(devel)", nil),
-		wantVersion: placeholderVersion, wantCommit: placeholderCommit,
+		wantVersion: "v0.0.0-unknown", wantCommit: "unknown", wantMajor: "0", wantMinor: "0",
 	}, {
 		name: "no build information", base: unstamped, bi: nil,
-		wantVersion: placeholderVersion, wantCommit: placeholderCommit,
+		wantVersion: "v0.0.0-unknown", wantCommit: "unknown", wantMajor: "0", wantMinor: "0",
 	}, {
 		name:        "ldflags set the version: kept",
 		base:        apimachineryversion.Info{GitVersion: "v1.37.2", GitCommit: "0123456789", GitTreeState: "clean", Major: "1", Minor: "37"},
