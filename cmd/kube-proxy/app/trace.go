@@ -99,7 +99,9 @@ traces the live rules and says whether they differ from the computed ones
 running there computes them).
 
 In ipvs mode the computed rules are the planned state of kube-proxy's ipvs
-dry run; the live state is not compared with it.
+dry run; with --live it is compared with the live state: the IPVS virtual
+and real servers, kube-proxy's ip sets, the addresses on kube-ipvs0 and the
+iptables rules.
 
 Rules the tracer does not model (another program's matches, a rule edited
 by hand) are named in the answer rather than guessed at.`,
@@ -192,8 +194,8 @@ type traceReport struct {
 	// iptables mode the backend (iptables-legacy or iptables-nft) chosen the
 	// way kube-proxy chooses it.
 	Read string `json:"read,omitempty"`
-	// Note says what the answer leaves out (ipvs mode is not computed), or
-	// that the live rules hold nothing of kube-proxy's.
+	// Note says what the answer leaves out, or that the live rules hold
+	// nothing of kube-proxy's.
 	Note string `json:"note,omitempty"`
 }
 
@@ -252,10 +254,6 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 	var liveRules, computedRules trace.Tracer
 	node := &trace.Node{}
 	report := traceReport{}
-	if mode == string(kubeproxyconfig.ProxyModeIPVS) && computed && live {
-		computed = false
-		report.Note = "the live rules were not compared with computed ones: " + errIPVSNotCompared.Error()
-	}
 	if computed {
 		var text string
 		var nodeIPs []netip.Addr
@@ -283,7 +281,8 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 			where = "network namespace " + to.netns
 		}
 		if mode == string(kubeproxyconfig.ProxyModeIPVS) {
-			v, bridges, err := readLiveIPVS(ctx, to.netns, family)
+			v, bridges, read, err := to.readLiveIPVS(ctx, fs, family)
+			report.Read = read
 			if err != nil {
 				return fmt.Errorf("reading the live %s rules of %s: %w", mode, where, err)
 			}
@@ -336,20 +335,9 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		return err
 	}
 	if live && computed {
-		var diffs []trace.Difference
-		switch l := liveRules.(type) {
-		case *trace.IPTables:
-			c, ok := computedRules.(*trace.IPTables)
-			if !ok {
-				return fmt.Errorf("the live rules are %s but --proxy-mode computes %s", mode, computedRules.Mode())
-			}
-			diffs = trace.CompareIPTables(l, c, to.maxDiffs)
-		case *trace.NFTables:
-			c, ok := computedRules.(*trace.NFTables)
-			if !ok {
-				return fmt.Errorf("the live rules are %s but --proxy-mode computes %s", mode, computedRules.Mode())
-			}
-			diffs = trace.CompareNFT(l, c, to.maxDiffs)
+		diffs, err := compareRules(liveRules, computedRules, family, to.maxDiffs)
+		if err != nil {
+			return err
 		}
 		inSync := len(diffs) == 0
 		report.InSync, report.Differences = &inSync, diffs
@@ -364,6 +352,37 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		return enc.Encode(report)
 	}
 	return to.writeText(out, o, &report)
+}
+
+// compareRules lists at most limit (0: all) differences between the live
+// rules and the computed ones of the same mode, for the packet's family.
+func compareRules(liveRules, computedRules trace.Tracer, family v1.IPFamily, limit int) ([]trace.Difference, error) {
+	mismatch := fmt.Errorf("the live rules are %s but --proxy-mode computes %s", liveRules.Mode(), computedRules.Mode())
+	switch l := liveRules.(type) {
+	case *trace.IPTables:
+		c, ok := computedRules.(*trace.IPTables)
+		if !ok {
+			return nil, mismatch
+		}
+		return trace.CompareIPTables(l, c, limit), nil
+	case *trace.NFTables:
+		c, ok := computedRules.(*trace.NFTables)
+		if !ok {
+			return nil, mismatch
+		}
+		return trace.CompareNFT(l, c, limit), nil
+	case *trace.IPVS:
+		c, ok := computedRules.(*trace.IPVS)
+		if !ok {
+			return nil, mismatch
+		}
+		setFamily := "inet"
+		if family == v1.IPv6Protocol {
+			setFamily = "inet6"
+		}
+		return trace.CompareIPVS(l, c, setFamily, limit), nil
+	}
+	return nil, fmt.Errorf("comparing %s rules is not implemented", liveRules.Mode())
 }
 
 func (to *traceOptions) writeText(out io.Writer, o *Options, r *traceReport) error {

@@ -3,10 +3,11 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	v1 "k8s.io/api/core/v1"
 	utilipvs "k8s.io/net-utils/ipvs"
@@ -19,10 +20,6 @@ import (
 // address to, so the kernel delivers packets to them locally, where IPVS
 // takes them.
 const ipvsDummyDevice = "kube-ipvs0"
-
-// errIPVSNotCompared is why `kube-proxy trace --proxy-mode ipvs --live`
-// with a source to compute from traces the live state alone.
-var errIPVSNotCompared = errors.New("comparing a live IPVS state with the computed one is not implemented; drop --live to trace the computed state")
 
 // parseIPVSDryRun reads one family's planned state from an ipvs dry run
 // (ipvs.WithDryRun): its "# ip addr", "# ipvsadm-save -n", "# ipset save"
@@ -80,51 +77,56 @@ func parseIPVSDryRun(text string) (*trace.IPVS, error) {
 var ipvsTableReader = readIPVSTable
 
 // readLiveIPVS reads an ipvs-mode node: the IPVS table (first, so that a
-// kernel without IPVS is named as the reason), the family's iptables rules,
-// the ip sets, and the addresses on kube-ipvs0; and the node's bridges,
-// which -m physdev rules tell apart.
-func readLiveIPVS(ctx context.Context, netns string, family v1.IPFamily) (*trace.IPVS, []string, error) {
+// kernel without IPVS is named as the reason), the family's iptables rules
+// (from the backend iptables mode would read: --iptables-backend, or the
+// one kube-proxy in the namespace would pick, as kube-proxy in ipvs mode
+// programs its iptables rules there too), the ip sets, and the addresses on
+// kube-ipvs0; and the node's bridges, which -m physdev rules tell apart. It
+// also says what it read, for the answer's Read: line.
+func (to *traceOptions) readLiveIPVS(ctx context.Context, fs *pflag.FlagSet, family v1.IPFamily) (*trace.IPVS, []string, string, error) {
+	netns := to.netns
 	vss, err := ipvsTableReader(netns)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the IPVS table: %w", err)
+		return nil, nil, "", fmt.Errorf("reading the IPVS table: %w", err)
 	}
-	save, err := readLiveText(ctx, netns, string(kubeproxyconfig.ProxyModeIPTables), family)
+	save, read, err := to.readLiveText(ctx, fs, string(kubeproxyconfig.ProxyModeIPTables), family)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
+	read += "; ipset save, the IPVS table and the addresses on " + ipvsDummyDevice
 	ipt, err := trace.ParseIPTablesSave(string(save))
 	if err != nil {
-		return nil, nil, fmt.Errorf("iptables-save: %w", err)
+		return nil, nil, "", fmt.Errorf("iptables-save: %w", err)
 	}
 	setText, err := inNetns(ctx, netns, "ipset", "save")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	sets, err := trace.ParseIPSets(string(setText))
 	if err != nil {
-		return nil, nil, fmt.Errorf("ipset save: %w", err)
+		return nil, nil, "", fmt.Errorf("ipset save: %w", err)
 	}
 	addrJSON, err := inNetns(ctx, netns, "ip", "-j", "addr", "show", "dev", ipvsDummyDevice)
 	if err != nil {
-		return nil, nil, fmt.Errorf("no %s interface (is kube-proxy running in ipvs mode here?): %w", ipvsDummyDevice, err)
+		return nil, nil, "", fmt.Errorf("no %s interface (is kube-proxy running in ipvs mode here?): %w", ipvsDummyDevice, err)
 	}
 	bound, err := parseIPAddrJSON(addrJSON)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ip -j addr show dev %s: %w", ipvsDummyDevice, err)
+		return nil, nil, "", fmt.Errorf("ip -j addr show dev %s: %w", ipvsDummyDevice, err)
 	}
 	linkJSON, err := inNetns(ctx, netns, "ip", "-j", "link", "show", "type", "bridge")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	bridges, err := parseBridges(linkJSON)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ip -j link show type bridge: %w", err)
+		return nil, nil, "", fmt.Errorf("ip -j link show type bridge: %w", err)
 	}
 	v, err := trace.NewIPVS(ipt, sets, vss, bound)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return v, bridges, nil
+	return v, bridges, read, nil
 }
 
 // ipvsTable converts what net-utils' ipvs Interface lists.

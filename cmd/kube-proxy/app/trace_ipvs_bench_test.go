@@ -105,7 +105,7 @@ COMMIT
 	var read, one time.Duration
 	for b.Loop() {
 		start := time.Now()
-		v, bridges, err := readLiveIPVS(ctx, ns, v1.IPv4Protocol)
+		v, bridges, _, err := (&traceOptions{netns: ns}).readLiveIPVS(ctx, nil, v1.IPv4Protocol)
 		if err != nil {
 			b.Fatal(err)
 		}

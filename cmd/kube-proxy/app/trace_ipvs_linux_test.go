@@ -6,11 +6,13 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	utilipvs "k8s.io/net-utils/ipvs"
@@ -154,14 +156,23 @@ COMMIT
 		name string
 		args []string
 		want []string
+		// compared: rules were computed too, and compared with the live
+		// ones (which are a small part of them).
+		compared bool
+		// read is a part of the Read: line.
+		read string
 	}{
-		{"pod via the bridge, hairpin masqueraded", []string{"--from=198.19.1.5", "--in-interface=cni0"},
-			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080"}},
-		{"off-cluster client masqueraded", []string{"--from=203.0.113.9", "--in-interface=eth0"},
-			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"}},
-		{"with --manifests the live rules are traced, not compared", []string{"--from=203.0.113.9", "--in-interface=eth0",
-			"--live", "--manifests=" + clusterManifests, "--hostname-override=node-1"},
-			[]string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"}},
+		{name: "pod via the bridge, hairpin masqueraded", args: []string{"--from=198.19.1.5", "--in-interface=cni0"},
+			want: []string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080"}, read: "the backend kube-proxy there would use"},
+		{name: "off-cluster client masqueraded", args: []string{"--from=203.0.113.9", "--in-interface=eth0"},
+			want: []string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"}},
+		{name: "--iptables-backend says which iptables rules to read", args: []string{"--from=203.0.113.9", "--in-interface=eth0",
+			"--iptables-backend=" + traceTestBackend(t)},
+			want: []string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"},
+			read: "iptables-" + traceTestBackend(t) + " rules (iptables-" + traceTestBackend(t) + "-save) from network namespace " + ns + ", the backend kube-proxy there would use: --iptables-backend=" + traceTestBackend(t)},
+		{name: "with --manifests the live rules are traced and compared", args: []string{"--from=203.0.113.9", "--in-interface=eth0",
+			"--live", "--manifests=" + clusterManifests, "--hostname-override=node-1", "--feature-gates=KubeProxyIPVS=true", "--max-differences=0"},
+			want: []string{"ACCEPT dnat=198.19.1.5:8080 masq", "ACCEPT dnat=198.19.2.5:8080 masq"}, compared: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runTrace(t, append([]string{"--proxy-mode=ipvs", "--netns=" + ns, "--to=10.96.0.10:80/tcp", "-o", "json"}, tc.args...)...)
@@ -172,8 +183,37 @@ COMMIT
 			if got := outcomeList(rep.Result); !slices.Equal(got, tc.want) {
 				t.Errorf("outcomes %q, want %q\n%s", got, tc.want, out)
 			}
-			if slices.Contains(tc.args, "--live") != strings.Contains(rep.Note, "not compared") || rep.InSync != nil {
-				t.Errorf("note %q, in sync %v: want the note exactly when rules were also to be computed, and no comparison", rep.Note, rep.InSync)
+			if !strings.Contains(rep.Read, tc.read) || !strings.Contains(rep.Read, "ipset save, the IPVS table and the addresses on kube-ipvs0") {
+				t.Errorf("read %q, want it to hold %q and name the ip sets, the IPVS table and kube-ipvs0", rep.Read, tc.read)
+			}
+			if rep.Note != "" {
+				t.Errorf("note %q, want none", rep.Note)
+			}
+			if (rep.InSync != nil) != tc.compared {
+				t.Fatalf("in sync %v, want a comparison: %v\n%s", rep.InSync, tc.compared, out)
+			}
+			if tc.compared {
+				// The namespace holds one Service of examples/cluster, with
+				// other endpoints (198.19.1.5, ...): those differ, and so
+				// does every other Service's virtual server.
+				var wheres []string
+				for _, d := range rep.Differences {
+					wheres = append(wheres, d.Where)
+				}
+				for _, want := range []string{
+					"ipvs virtual server 10.96.0.10:80/TCP real server 198.19.1.10:8080",
+					"ipvs virtual server 10.96.0.10:80/TCP real server 198.19.3.5:8080",
+					"ipvs virtual server 10.96.0.53:53/UDP",
+					"ip set KUBE-CLUSTER-IP member 10.96.0.53,udp:53",
+					"kube-ipvs0 address 10.96.0.11",
+				} {
+					if *rep.InSync || !slices.Contains(wheres, want) {
+						t.Errorf("differences lack %q:\n%s", want, strings.Join(wheres, "\n"))
+					}
+				}
+				if rep.Computed == nil {
+					t.Errorf("no computed trace")
+				}
 			}
 			for _, o := range rep.Result.Outcomes {
 				if o.IPVS == nil || o.IPVS.VirtualServer != "10.96.0.10:80/TCP" || o.Probability != 0.5 ||
@@ -186,6 +226,20 @@ COMMIT
 			}
 		})
 	}
+}
+
+// traceTestBackend is the iptables backend `iptables-restore` (what the
+// test namespaces are loaded with) is.
+func traceTestBackend(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("iptables-restore", "--version").CombinedOutput()
+	if err != nil {
+		t.Skipf("iptables-restore --version: %v", err)
+	}
+	if strings.Contains(string(out), "nf_tables") {
+		return "nft"
+	}
+	return "legacy"
 }
 
 // ipvsTable converts net-utils' virtual servers, persistence included.
@@ -209,5 +263,112 @@ func TestIPVSTable(t *testing.T) {
 	if len(got) != 1 || got[0].String() != want[0].String() || got[0].Timeout != 10800 || !got[0].Persistent ||
 		!slices.Equal(got[0].Flags, want[0].Flags) || !slices.Equal(got[0].RealServers, want[0].RealServers) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// The planned state of examples/cluster compared with itself, as trace
+// --live compares it (the live side is the same dry-run text, edited): in
+// sync whatever the order of its lines, and each edit of meaning reported
+// once, where it is.
+func TestIPVSCompareDryRun(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	s, out, err := newDryRunServer(ctx, t, "--manifests="+clusterManifests, "--hostname-override=node-1", "--proxy-mode=ipvs",
+		"--feature-gates=KubeProxyIPVS=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	edit := func(old, new string) func(*testing.T, string) string {
+		return func(t *testing.T, s string) string {
+			if !strings.Contains(s, old) {
+				t.Fatalf("the dry run lacks %q:\n%s", old, s)
+			}
+			return strings.Replace(s, old, new, 1)
+		}
+	}
+	// reorder reverses each run of lines that start with prefix: the
+	// kernel lists virtual servers, set members and addresses in its own
+	// order.
+	reorder := func(prefix string) func(*testing.T, string) string {
+		return func(t *testing.T, s string) string {
+			lines := strings.Split(s, "\n")
+			for i := 0; i < len(lines); {
+				j := i
+				for j < len(lines) && strings.HasPrefix(lines[j], prefix) {
+					j++
+				}
+				if j > i {
+					slices.Reverse(lines[i:j])
+					i = j
+				} else {
+					i++
+				}
+			}
+			return strings.Join(lines, "\n")
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		family string
+		edit   func(*testing.T, string) string
+		// want are the differences' places; none means in sync.
+		want []string
+	}{
+		{name: "itself", family: "IPv4"},
+		{name: "itself, IPv6", family: "IPv6"},
+		{name: "real servers, set members and addresses in other orders", family: "IPv4",
+			edit: func(t *testing.T, s string) string {
+				return reorder("add KUBE-")(t, reorder("-a -t 10.96.0.10:80 ")(t, reorder("ip addr add ")(t, s)))
+			}},
+		{name: "a real server removed", family: "IPv4",
+			edit: edit("-a -t 10.96.0.10:80 -r 198.19.2.10:8080 -m -w 1\n", ""),
+			want: []string{"ipvs virtual server 10.96.0.10:80/TCP real server 198.19.2.10:8080"}},
+		{name: "a real server draining", family: "IPv4",
+			edit: edit("-a -t 10.96.0.53:53 -r 198.19.1.53:53 -m -w 1", "-a -t 10.96.0.53:53 -r 198.19.1.53:53 -m -w 0"),
+			want: []string{"ipvs virtual server 10.96.0.53:53/TCP real server 198.19.1.53:53"}},
+		{name: "an ip set member removed", family: "IPv4",
+			edit: edit("add KUBE-CLUSTER-IP 10.96.0.53,udp:53\n", ""),
+			want: []string{"ip set KUBE-CLUSTER-IP member 10.96.0.53,udp:53"}},
+		{name: "a kube-ipvs0 address removed", family: "IPv4",
+			edit: edit("ip addr add 198.18.100.2/32 dev kube-ipvs0\n", ""),
+			want: []string{"kube-ipvs0 address 198.18.100.2"}},
+		{name: "a virtual server's persistence removed, IPv6 untouched", family: "IPv4",
+			edit: edit("-A -u 10.96.0.53:53 -s rr -p 10800", "-A -u 10.96.0.53:53 -s rr"),
+			want: []string{"ipvs virtual server 10.96.0.53:53/UDP"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			family := v1.IPFamily(tc.family)
+			computed, err := parseComputed(text, "ipvs", family)
+			if err != nil {
+				t.Fatal(err)
+			}
+			liveText := text
+			if tc.edit != nil {
+				liveText = tc.edit(t, text)
+				if liveText == text {
+					t.Fatalf("the edit changed nothing")
+				}
+			}
+			live, err := parseComputed(liveText, "ipvs", family)
+			if err != nil {
+				t.Fatal(err)
+			}
+			diffs, err := compareRules(live, computed, family, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range diffs {
+				got = append(got, d.Where)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("differences %q, want %q:\n%v", got, tc.want, diffs)
+			}
+		})
 	}
 }

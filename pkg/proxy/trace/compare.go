@@ -150,6 +150,20 @@ func (r *IPTRule) canonical() string {
 			s = fmt.Sprintf("mark=%#x/%#x", m.value, m.mask)
 		case mRecentCheck:
 			s = "rcheck"
+		// ipvs mode's matches: without them a rule testing another set,
+		// or another virtual server, would compare equal.
+		case mSet:
+			s = "set=" + m.str + ":" + strings.Join(m.states, ",")
+		case mPhysdevIsIn:
+			s = "physdev-is-in"
+		case mIPVS:
+			s = "ipvs"
+		case mVAddr:
+			s = "vaddr=" + m.pfx.String()
+		case mVPort:
+			s = fmt.Sprintf("vport=%d-%d", m.lo, m.hi)
+		case mVProto:
+			s = "vproto=" + m.str
 		}
 		if m.neg {
 			s = "!" + s

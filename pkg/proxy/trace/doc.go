@@ -36,6 +36,9 @@
 // CompareIPTables and CompareNFT report how a live ruleset differs from what
 // kube-proxy would program, by meaning: a numgen lookup compares as the share
 // of packets it sends to each target, not by its map's slot layout.
+// CompareIPVS does the same for an ipvs-mode node's whole planned state:
+// virtual and real servers, kube-proxy's ip sets, kube-ipvs0's addresses
+// and the iptables rules, whatever order the kernel lists them in.
 // HasKubeProxyRules says whether a ruleset holds anything kube-proxy
 // programs at all.
 //
