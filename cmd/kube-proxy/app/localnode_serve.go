@@ -146,7 +146,8 @@ func (s *ProxyServer) startLocalNodeServer(ctx context.Context, o localNodeServe
 	}
 	l, err := lnserver.Listen(o.address)
 	if err != nil {
-		return fmt.Errorf("--localnode-serve %q: %w", o.address, err)
+		// Listen's error already names the address.
+		return fmt.Errorf("--localnode-serve: %w", err)
 	}
 	if tlsConfig == nil {
 		// validateLocalNodeServe checked the host; "localhost" could still resolve to
