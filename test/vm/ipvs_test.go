@@ -88,7 +88,7 @@ var knownIssues = map[string]string{
 	// mode's jumps to them may still exist; then iptables-nft-restore reports "CHAIN_DEL
 	// failed (Device or resource busy)" and kube-proxy exits 1, although the ipvs cleanup
 	// that follows leaves nothing behind (the other cleanup-* checks). It happens in some
-	// runs, not all (3 of the first 6 scenarios), so both outcomes are accepted here.
+	// runs, not all (5 of the first 6 scenarios), so both outcomes are accepted here.
 	// Compare kubernetes/kubernetes#109286.
 	"good/cleanup-exit":   "kube-proxy --cleanup exits 1 after ipvs mode (iptables cleanup deletes shared chains ipvs mode still jumps to)",
 	"broken/cleanup-exit": "kube-proxy --cleanup exits 1 after ipvs mode (iptables cleanup deletes shared chains ipvs mode still jumps to)",

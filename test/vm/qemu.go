@@ -41,7 +41,8 @@ type BootOptions struct {
 	// Cmdline is appended to the kernel command line.
 	Cmdline string
 	// KVMStartTimeout is how long a KVM guest may take to print its first line starting
-	// with "VM" before Boot falls back to TCG. Default 30s.
+	// with "VM" before Boot falls back to TCG. Default 20s (a working KVM guest prints its
+	// first line within a few seconds).
 	KVMStartTimeout time.Duration
 }
 
@@ -93,7 +94,7 @@ func Boot(ctx context.Context, t testing.TB, kernel, initrd string, opts BootOpt
 		opts.MemoryMB = 1024
 	}
 	if opts.KVMStartTimeout == 0 {
-		opts.KVMStartTimeout = 30 * time.Second
+		opts.KVMStartTimeout = 20 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
