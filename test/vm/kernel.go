@@ -160,8 +160,14 @@ func downloadKernel(ctx context.Context, cache, name string) (*Kernel, error) {
 		return nil, fmt.Errorf("marking %s complete: %w", name, err)
 	}
 	dir := filepath.Join(cache, strings.TrimPrefix(name, "linux-image-"))
-	_ = os.RemoveAll(dir) // an incomplete earlier attempt
+	if _, err := cachedKernel(dir); err != nil {
+		_ = os.RemoveAll(dir) // an incomplete earlier attempt
+	}
 	if err := os.Rename(unpacked, dir); err != nil {
+		// Another test process may have unpacked the same kernel meanwhile.
+		if k, cerr := cachedKernel(dir); cerr == nil {
+			return k, nil
+		}
 		return nil, fmt.Errorf("moving %s into the cache: %w", name, err)
 	}
 	return cachedKernel(dir)

@@ -62,9 +62,13 @@ func Accel() string {
 }
 
 // Require skips t unless the host can boot guests: root (for building from the host's
-// kernel cache and tools) and qemu-system-x86_64.
+// kernel cache and tools) and qemu-system-x86_64. It also skips with -short: a guest
+// run takes a minute or more.
 func Require(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a QEMU guest (a minute or more); skipped with -short")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the kernel cache and apt-get download need it")
 	}
