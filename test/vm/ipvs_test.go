@@ -80,20 +80,10 @@ var want = map[string]bool{
 
 // knownIssues are checks that fail today for reasons outside this test, with why. A
 // failure of one is logged, not reported as a test failure; the end state it leads to is
-// still checked strictly by the other checks.
-var knownIssues = map[string]string{
-	// --cleanup runs iptables mode's cleanup before ipvs mode's (platformCleanup in
-	// cmd/kube-proxy/app). pkg/proxy/iptables/cleanup.go deletes KUBE-MARK-MASQ (nat) and
-	// KUBE-PROXY-FIREWALL (filter), which ipvs mode's chains and jumps may still reference;
-	// then iptables-nft-restore reports "CHAIN_DEL failed (Device or resource busy)" and
-	// kube-proxy exits 1, although the ipvs cleanup that follows leaves nothing behind (the
-	// other cleanup-* checks). Upstream stopped deleting KUBE-MARK-MASQ there for this
-	// reason (kubernetes/kubernetes#80514). In the first 14 scenario runs it happened in
-	// every one without endpoints (8 of 8) and in 2 of 6 with endpoints, so both outcomes
-	// are accepted here until it is fixed.
-	"good/cleanup-exit":   "kube-proxy --cleanup exits 1 after ipvs mode (iptables cleanup deletes shared chains ipvs mode still jumps to)",
-	"broken/cleanup-exit": "kube-proxy --cleanup exits 1 after ipvs mode (iptables cleanup deletes shared chains ipvs mode still jumps to)",
-}
+// still checked strictly by the other checks. Empty since --cleanup runs a second pass
+// for what another mode's rules still referenced (runCleanups in cmd/kube-proxy/app):
+// before that, --cleanup after ipvs mode exited 1 in 10 of the first 14 scenario runs.
+var knownIssues = map[string]string{}
 
 func init() {
 	for _, s := range []string{"good", "broken"} {
