@@ -151,7 +151,7 @@ func TestIPVSInVM(t *testing.T) {
 	t.Logf("TIMING initramfs (%d MiB) built in %.1fs", fi.Size()>>20, time.Since(start).Seconds())
 
 	start = time.Now()
-	results, err := Boot(ctx, t, k.Vmlinuz, initrd, BootOptions{Timeout: 150 * time.Second, Cmdline: "loglevel=4"})
+	results, err := Boot(ctx, t, k.Vmlinuz, initrd, BootOptions{Timeout: 300 * time.Second, Cmdline: "loglevel=4"})
 	t.Logf("TIMING guest booted, checked and powered off in %.1fs", time.Since(start).Seconds())
 	if err != nil {
 		t.Error(err)
