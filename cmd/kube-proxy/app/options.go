@@ -460,7 +460,6 @@ func (o *Options) Run(ctx context.Context) error {
 		sourceLimits:    o.sourceLimits,
 		hostAddresses:   slices.Equal(o.dryRunNodeAddresses, []string{"host"}),
 		localAddresses:  dryRunNodeIPs(o.dryRunNodeAddresses),
-		nodeAddresses:   len(dryRunNodeIPs(o.dryRunNodeAddresses)) > 0,
 	})
 	if err != nil {
 		if deadline := dryRunDeadlineOf(ctx); deadline != nil {

@@ -683,10 +683,7 @@ func inNetns(ctx context.Context, netns, name string, args ...string) ([]byte, e
 // family, ipvs when the ipvs proxier's kube-ipvs0 interface exists,
 // iptables otherwise.
 func detectMode(ctx context.Context, netns string, family v1.IPFamily) string {
-	fam := "ip"
-	if family == v1.IPv6Protocol {
-		fam = "ip6"
-	}
+	fam := nftFamily(family)
 	if _, err := inNetns(ctx, netns, "nft", "list", "table", fam, "kube-proxy"); err == nil {
 		return string(kubeproxyconfig.ProxyModeNFTables)
 	}
@@ -701,25 +698,41 @@ func detectMode(ctx context.Context, netns string, family v1.IPFamily) string {
 // the backend kube-proxy would use, see traceIPTablesBackend). It also says
 // what it read, for the answer.
 func (to *traceOptions) readLiveText(ctx context.Context, fs *pflag.FlagSet, mode string, family v1.IPFamily) ([]byte, string, error) {
+	return readLiveText(ctx, fs, to.netns, mode, family)
+}
+
+// readLiveText is traceOptions.readLiveText for netns, with the iptables
+// backend fs's --iptables-backend names (auto, detected in netns as
+// kube-proxy detects it, when fs is nil).
+func readLiveText(ctx context.Context, fs *pflag.FlagSet, netns, mode string, family v1.IPFamily) ([]byte, string, error) {
 	where := "this node"
-	if to.netns != "" {
-		where = "network namespace " + to.netns
+	if netns != "" {
+		where = "network namespace " + netns
 	}
 	switch kubeproxyconfig.ProxyMode(mode) {
 	case kubeproxyconfig.ProxyModeNFTables:
-		data, err := readLiveText(ctx, to.netns, mode, family)
-		fam := "ip"
-		if family == v1.IPv6Protocol {
-			fam = "ip6"
+		// Only the tables a packet of this family can cross: on a
+		// dual-stack node the other family's (as large) table would
+		// double the read.
+		fam := nftFamily(family)
+		read := fmt.Sprintf("nft -j list ruleset %s and inet, in %s", fam, where)
+		own, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset", fam)
+		if err != nil {
+			return nil, read, err
 		}
-		return data, fmt.Sprintf("nft -j list ruleset %s and inet, in %s", fam, where), err
+		inet, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset", "inet")
+		if err != nil {
+			return nil, read, err
+		}
+		data, err := joinNFTJSON(own, inet)
+		return data, read, err
 	case kubeproxyconfig.ProxyModeIPTables, "":
-		choice, err := traceIPTablesBackend(ctx, fs, to.netns)
+		choice, err := traceIPTablesBackend(ctx, fs, netns)
 		if err != nil {
 			return nil, "", err
 		}
 		save := choice.Backend.SaveCommand(iptablesProtocol(family))
-		data, err := inNetns(ctx, to.netns, save)
+		data, err := inNetns(ctx, netns, save)
 		read := fmt.Sprintf("%s rules (%s) from %s, the backend kube-proxy there would use: %s",
 			iptablesBackendName(choice.Backend, family), save, where, choice.Reason)
 		return data, read, err
@@ -727,36 +740,12 @@ func (to *traceOptions) readLiveText(ctx context.Context, fs *pflag.FlagSet, mod
 	return nil, "", fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
 }
 
-// readLiveText reads the rules from the kernel: the packet family's and
-// inet tables in nftables mode, the family's tables in iptables mode (with
-// the iptables backend detected in netns as kube-proxy detects it).
-func readLiveText(ctx context.Context, netns, mode string, family v1.IPFamily) ([]byte, error) {
-	switch kubeproxyconfig.ProxyMode(mode) {
-	case kubeproxyconfig.ProxyModeNFTables:
-		// Only the tables a packet of this family can cross: on a
-		// dual-stack node the other family's (as large) table would
-		// double the read.
-		fam := "ip"
-		if family == v1.IPv6Protocol {
-			fam = "ip6"
-		}
-		own, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset", fam)
-		if err != nil {
-			return nil, err
-		}
-		inet, err := inNetns(ctx, netns, "nft", "-j", "list", "ruleset", "inet")
-		if err != nil {
-			return nil, err
-		}
-		return joinNFTJSON(own, inet)
-	case kubeproxyconfig.ProxyModeIPTables, "":
-		choice, err := traceIPTablesBackend(ctx, nil, netns)
-		if err != nil {
-			return nil, err
-		}
-		return inNetns(ctx, netns, choice.Backend.SaveCommand(iptablesProtocol(family)))
+// nftFamily is the nftables family of an IP family's tables.
+func nftFamily(family v1.IPFamily) string {
+	if family == v1.IPv6Protocol {
+		return "ip6"
 	}
-	return nil, fmt.Errorf("proxy mode %q cannot be traced (iptables and nftables can)", mode)
+	return "ip"
 }
 
 func iptablesProtocol(family v1.IPFamily) utiliptables.Protocol {
@@ -781,10 +770,7 @@ func iptablesBackendName(b utiliptables.Backend, family v1.IPFamily) string {
 
 // noRulesDetail says what was looked for and not found.
 func noRulesDetail(mode string, family v1.IPFamily, detected bool) string {
-	fam := "ip"
-	if family == v1.IPv6Protocol {
-		fam = "ip6"
-	}
+	fam := nftFamily(family)
 	var s string
 	switch kubeproxyconfig.ProxyMode(mode) {
 	case kubeproxyconfig.ProxyModeNFTables:

@@ -193,7 +193,7 @@ func BenchmarkTraceLive(b *testing.B) {
 			var read, parse, one time.Duration
 			for b.Loop() {
 				start := time.Now()
-				data, err := readLiveText(ctx, ns, mode, v1.IPv4Protocol)
+				data, _, err := readLiveText(ctx, nil, ns, mode, v1.IPv4Protocol)
 				if err != nil {
 					b.Fatal(err)
 				}

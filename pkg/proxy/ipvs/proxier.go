@@ -114,8 +114,8 @@ func NewProxier(
 	healthzServer *healthcheck.ProxyHealthServer,
 	initOnly bool,
 ) (*Proxier, error) {
-	return newProxier(ctx, config, ipFamily, ipt, ipvs, ipset, sysctl, localDetector, nodeName, nodeIP,
-		recorder, healthzServer, initOnly, deps{})
+	return NewProxierWithOptions(ctx, config, ipFamily, ipt, ipvs, ipset, sysctl, localDetector, nodeName, nodeIP,
+		recorder, healthzServer, initOnly)
 }
 
 // NewProxierWithOptions is NewProxier with Options (WithDryRun among
