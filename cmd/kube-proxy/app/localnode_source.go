@@ -121,11 +121,14 @@ func (o clientTLSOptions) tlsConfig() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{RootCAs: pool, ServerName: o.serverName, MinVersion: tls.VersionTLS12}
 	if o.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+		// The client's key pair is read again when its files change, at the next
+		// connection; the CA bundle is read once (a server's rotated certificate is
+		// normally signed by the same CA).
+		pair, err := reloadingKeyPair("--"+o.flagPrefix+"tls-cert-file", o.certFile, "--"+o.flagPrefix+"tls-private-key-file", o.keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--%stls-cert-file %q, --%stls-private-key-file %q: %w", o.flagPrefix, o.certFile, o.flagPrefix, o.keyFile, err)
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get(), nil }
 	}
 	return cfg, nil
 }
