@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"k8s.io/component-base/featuregate"
+
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/features"
@@ -44,7 +46,17 @@ func restoreFeatureGates(t *testing.T) {
 		saved[string(f)] = features.DefaultFeatureGate.Enabled(f)
 	}
 	t.Cleanup(func() {
-		if err := features.DefaultMutableFeatureGate.SetFromMap(saved); err != nil {
+		// Only what changed is set back: setting a GA or deprecated gate logs a warning.
+		changed := map[string]bool{}
+		for name, on := range saved {
+			if features.DefaultFeatureGate.Enabled(featuregate.Feature(name)) != on {
+				changed[name] = on
+			}
+		}
+		if len(changed) == 0 {
+			return
+		}
+		if err := features.DefaultMutableFeatureGate.SetFromMap(changed); err != nil {
 			t.Errorf("restoring feature gates: %v", err)
 		}
 	})
