@@ -245,6 +245,9 @@ type localNodeFeed struct {
 	nodeMu          sync.Mutex
 	nodeGen         uint64
 	nodeDeleteGrace time.Duration
+	// nodeDeletes counts the delayed deletions not yet run, so tests can wait for
+	// them instead of guessing how late a timer fires on a loaded machine.
+	nodeDeletes sync.WaitGroup
 
 	// firstState is closed when the source has delivered its first complete state (it
 	// signals the Node synced last); failed when the source stopped early.
@@ -488,7 +491,9 @@ func (f *localNodeFeed) OnNodeDelete(node *v1.Node) {
 	gen := f.nodeGen
 	f.logger.Info("The node-local state server no longer serves this node's Node; removing it unless it comes back",
 		"node", klog.KObj(node), "grace", f.nodeDeleteGrace)
+	f.nodeDeletes.Add(1)
 	time.AfterFunc(f.nodeDeleteGrace, func() {
+		defer f.nodeDeletes.Done()
 		f.nodeMu.Lock()
 		defer f.nodeMu.Unlock()
 		if f.nodeGen != gen {
