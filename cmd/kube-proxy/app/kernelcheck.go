@@ -47,7 +47,7 @@ var kernelRequirements = map[kubeproxyconfig.ProxyMode]struct {
 		features: []kernelFeature{
 			{"nf_tables (the nftables netlink API)", []string{"nf_tables"}, "3.13"},
 			{"nft_ct (ct state / ct status matches)", []string{"nft_ct"}, "3.13"},
-			{"nft_nat (dnat to endpoints)", []string{"nft_nat"}, "3.18"},
+			{"nft_nat (dnat to endpoints)", []string{"nft_nat"}, "3.13"},
 			{"nft_chain_nat (nat hook chains)", []string{"nft_chain_nat", "nft_chain_nat_ipv4"}, "3.13"},
 			{"nft_masq (masquerade)", []string{"nft_masq", "nft_masq_ipv4"}, "3.18"},
 			{"nft_numgen (numgen random: endpoint choice)", []string{"nft_numgen"}, "4.9"},
@@ -62,19 +62,19 @@ var kernelRequirements = map[kubeproxyconfig.ProxyMode]struct {
 	},
 	kubeproxyconfig.ProxyModeIPTables: {
 		features: []kernelFeature{
-			{"xt_comment (-m comment on every rule)", []string{"xt_comment"}, "2.6.22"},
-			{"xt_conntrack (-m conntrack --ctstate)", []string{"xt_conntrack"}, "2.6.22"},
+			{"xt_comment (-m comment on every rule)", []string{"xt_comment"}, "2.6"},
+			{"xt_conntrack (-m conntrack --ctstate)", []string{"xt_conntrack"}, "2.6"},
 			{"xt_addrtype (-m addrtype --dst-type LOCAL: NodePorts)", []string{"xt_addrtype", "ipt_addrtype"}, "2.6.39"},
-			{"xt_mark (-m mark / -j MARK: masquerade marking)", []string{"xt_mark"}, "2.6.22"},
+			{"xt_mark (-m mark / -j MARK: masquerade marking)", []string{"xt_mark"}, "2.6"},
 			{"xt_statistic (-m statistic: endpoint choice)", []string{"xt_statistic"}, "2.6.18"},
 			{"xt_nat (-j DNAT)", []string{"xt_nat"}, "3.7"},
-			{"xt_MASQUERADE (-j MASQUERADE)", []string{"xt_MASQUERADE", "ipt_MASQUERADE"}, "2.6.18"},
-			{"ipt_REJECT (-j REJECT for Services without endpoints)", []string{"ipt_REJECT"}, "2.6.12"},
+			{"xt_MASQUERADE (-j MASQUERADE)", []string{"xt_MASQUERADE", "ipt_MASQUERADE"}, "2.6"},
+			{"ipt_REJECT (-j REJECT for Services without endpoints)", []string{"ipt_REJECT"}, "2.6"},
 		},
 	},
 	kubeproxyconfig.ProxyModeIPVS: {
 		features: []kernelFeature{
-			{"ip_vs (IPVS virtual servers)", []string{"ip_vs"}, "2.6.10"},
+			{"ip_vs (IPVS virtual servers)", []string{"ip_vs"}, "2.6"},
 			{"ip_set (the KUBE-* ip sets)", []string{"ip_set"}, "2.6.39"},
 			{"xt_set (-m set matches on those sets)", []string{"xt_set"}, "2.6.39"},
 		},
