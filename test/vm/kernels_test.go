@@ -372,7 +372,8 @@ func TestSelectSpecs(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{sel: DefaultKernelMatrix, want: []string{"debian11-5.10", "debian12-6.1"}},
+		{sel: DefaultKernelMatrix, want: []string{"debian12-6.1"}},
+		{sel: "debian11-5.10,debian12-6.1", want: []string{"debian11-5.10", "debian12-6.1"}},
 		{sel: "all", want: []string{"debian11-5.10", "ubuntu22.04-5.15", "debian12-6.1", "ubuntu24.04-6.8", "debian12-6.12"}},
 		{sel: " ubuntu24.04-6.8 ,", want: []string{"ubuntu24.04-6.8"}},
 		{sel: "debian13", wantErr: `unknown kernel "debian13"`},
