@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // matrixMode is one way of running kube-proxy in the kernel matrix, with addresses of its
@@ -520,4 +523,53 @@ func (o *oldNft) add(r *Initramfs) error {
 	}
 	r.AddBytes("opt/nft-debian11/version", []byte(o.version+"\n"), 0o644)
 	return nil
+}
+
+// TestDecompressModules: .ko.zst (in Go) and .ko.xz (xz or busybox) become plain .ko
+// with the same bytes, and the compressed files are gone.
+func TestDecompressModules(t *testing.T) {
+	dir := t.TempDir()
+	want := []byte("\x7fELF pretend module")
+	var enc bytes.Buffer
+	zw, err := zstd.NewWriter(&enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw.Write(want)
+	zw.Close()
+	if err := os.MkdirAll(filepath.Join(dir, "kernel/net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernel/net/a.ko.zst"), enc.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"kernel/net/a.ko"}
+	if xz, err := exec.LookPath("xz"); err == nil {
+		cmd := exec.Command(xz, "-c")
+		cmd.Stdin = bytes.NewReader(want)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "kernel/b.ko.xz"), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, "kernel/b.ko")
+	} else {
+		t.Log("no xz on this host: only zstd is checked")
+	}
+	if err := decompressModules(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %q, %v; want %q", f, got, err, want)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "kernel/*/*.zst"))
+	more, _ := filepath.Glob(filepath.Join(dir, "kernel/*.xz"))
+	if len(left)+len(more) > 0 {
+		t.Errorf("compressed modules left: %v %v", left, more)
+	}
 }
