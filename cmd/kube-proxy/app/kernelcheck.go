@@ -57,7 +57,7 @@ var kernelRequirements = map[kubeproxyconfig.ProxyMode]struct {
 		// Upstream's gate, kept: rules this mode writes can make an nft older than
 		// 1.0.1 unusable, and nothing in the kernel says which nft the host has; a
 		// 5.13 kernel comes with distributions whose nft is 1.0.1 or later.
-		gate: &kernelVersionGate{min: "5.13", why: "a host nft of 1.0.1 or later, which can read the rules kube-proxy writes (older nft breaks on them; the release stands for the nft the distribution ships, as upstream checks)",
+		gate: &kernelVersionGate{min: "5.13", why: "a host nft of 1.0.1 or later (the release stands for the nft the distribution ships, as upstream checks: an older nft parses every table and can break on rules a newer one wrote, issue 122743)",
 			skip: "KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK"},
 	},
 	kubeproxyconfig.ProxyModeIPTables: {
