@@ -46,8 +46,10 @@ func (h *hostKernel) read() {
 		h.builtin = moduleNames(filepath.Join(dir, "modules.builtin"), false)
 		h.loadable = moduleNames(filepath.Join(dir, "modules.dep"), true)
 		// Without modules.dep nothing says what could be loaded (a container that
-		// does not mount /lib/modules): only loaded modules are then known.
-		h.modulesKnown = h.loadable != nil
+		// does not mount /lib/modules), and without modules.builtin nothing says what
+		// is built in (a built-in module without parameters has no /sys/module
+		// entry): only loaded modules are then known, and nothing is refused.
+		h.modulesKnown = h.loadable != nil && h.builtin != nil
 	})
 }
 

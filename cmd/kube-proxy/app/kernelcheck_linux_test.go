@@ -28,6 +28,10 @@ func TestHostKernel(t *testing.T) {
 	write(full, "lib/modules/6.12.117+deb12-cloud-amd64/modules.dep",
 		"kernel/net/netfilter/nft_numgen.ko.xz: kernel/net/netfilter/nf_tables.ko.xz\nkernel/net/netfilter/nft_fib-ipv4.ko.zst:\n")
 	write(full, "sys/module/xt_mark/parameters/x", "")
+	noBuiltin := t.TempDir()
+	write(noBuiltin, "proc/sys/kernel/osrelease", "6.1.0-custom\n")
+	write(noBuiltin, "proc/modules", "")
+	write(noBuiltin, "lib/modules/6.1.0-custom/modules.dep", "kernel/net/netfilter/nft_numgen.ko:\n")
 	bare := t.TempDir()
 	write(bare, "proc/sys/kernel/osrelease", "6.18.44-fc\n")
 	write(bare, "proc/modules", "nf_tables 1 0 - Live 0x0\n")
@@ -43,6 +47,8 @@ func TestHostKernel(t *testing.T) {
 		{full, "nft_fib_ipv4", true, false}, // installable, dash in the file name
 		{full, "xt_mark", true, false},      // in /sys/module
 		{full, "nft_masq", false, false},    // absent: known to be missing
+		{noBuiltin, "nft_numgen", true, false},
+		{noBuiltin, "nft_masq", false, true}, // may be built in: unknown, not missing
 		{bare, "nf_tables", true, false},
 		{bare, "nft_masq", false, true}, // no modules.dep: unknown
 	} {
