@@ -76,13 +76,28 @@ func TestFlushRepair(t *testing.T) {
 			name string
 			cmd  []string
 		}
+		ipt := func(args ...string) []string { return append([]string{iptablesCmd(mode, "iptables")}, args...) }
 		flushes := map[string][]flush{
-			"iptables": {
-				{"iptables -F", []string{"iptables", "-F"}},
-				{"iptables -t nat -F", []string{"iptables", "-t", "nat", "-F"}},
+			modeIPTables: {
+				{"iptables -F", ipt("-F")},
+				{"iptables -t nat -F", ipt("-t", "nat", "-F")},
 			},
-			"nftables": {
+			modeIPTablesLegacy: {
+				{"iptables-legacy -F", ipt("-F")},
+				{"iptables-legacy -t nat -F", ipt("-t", "nat", "-F")},
+			},
+			modeNFTables: {
 				{"nft flush table ip kube-proxy", []string{"nft", "flush", "table", "ip", "kube-proxy"}},
+			},
+			// Upstream's ipvs mode has no canary chain: every sync is a full one
+			// (syncProxyRules in pkg/proxy/ipvs/proxier.go of v1.37.2 rewrites its
+			// iptables rules with one iptables-restore and reconciles every virtual
+			// server), and the runner syncs at least once per sync period, so each
+			// of these is repaired within one sync period as well.
+			modeIPVS: {
+				{"iptables -F", ipt("-F")},
+				{"iptables -t nat -F", ipt("-t", "nat", "-F")},
+				{"ipvsadm -C", []string{"ipvsadm", "-C"}},
 			},
 		}[mode]
 		for _, f := range flushes {

@@ -35,9 +35,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// kubeProxyBinary builds cmd/kube-proxy once per test binary run.
+// binaryEnv names a prebuilt kube-proxy binary to run instead of building one: the
+// QEMU guest of test/vm has no Go toolchain, and its binary must be static.
+const binaryEnv = "KUBE_PROXY_E2E_BINARY"
+
+// dumpRulesEnv, when set, makes a failed test log the node's kube-proxy rules.
+const dumpRulesEnv = "KUBE_PROXY_E2E_DUMP_RULES"
+
+// kubeProxyBinary returns $KUBE_PROXY_E2E_BINARY, or builds cmd/kube-proxy once per
+// test binary run.
 func kubeProxyBinary(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv(binaryEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s: %v", binaryEnv, err)
+		}
+		return p
+	}
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "kp-e2e-bin-")
 		if buildErr != nil {
@@ -53,26 +67,6 @@ func kubeProxyBinary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
-}
-
-// modeTools are the binaries each mode needs in the node namespace.
-var modeTools = map[string][]string{
-	"iptables": {"iptables-restore", "iptables-save", "ip6tables-restore", "ip6tables-save", "conntrack"},
-	"nftables": {"nft", "conntrack"},
-}
-
-func forEachMode(t *testing.T, fn func(t *testing.T, mode string)) {
-	requireRoot(t)
-	for _, mode := range []string{"iptables", "nftables"} {
-		t.Run(mode, func(t *testing.T) {
-			for _, tool := range modeTools[mode] {
-				if _, err := exec.LookPath(tool); err != nil {
-					t.Skipf("%s mode needs %s: %v", mode, tool, err)
-				}
-			}
-			fn(t, mode)
-		})
-	}
 }
 
 // syncBuffer collects a process's output for a test to read concurrently.
@@ -111,15 +105,51 @@ type kubeProxy struct {
 func (w *world) startKubeProxy(t *testing.T, mode, dir string) *kubeProxy {
 	t.Helper()
 	kp := &kubeProxy{t: t, w: w, mode: mode, bin: kubeProxyBinary(t), dir: dir, out: &syncBuffer{}}
+	if mode == modeIPTablesLegacy {
+		// kube-proxy detects the backend from the node's rules, as upstream's image
+		// does with iptables-wrappers: kubelet's KUBE-IPTABLES-HINT chain in the
+		// legacy mangle table (and none in iptables-nft) says the node is legacy.
+		for _, c := range []string{"iptables-legacy", "ip6tables-legacy"} {
+			if out, err := nsExec(w.nodes[0].ns, c, "-t", "mangle", "-N", "KUBE-IPTABLES-HINT"); err != nil {
+				t.Fatalf("%s -t mangle -N KUBE-IPTABLES-HINT: %v\n%s", c, err, out)
+			}
+		}
+	}
 	kp.start()
 	t.Cleanup(func() {
-		kp.kill()
 		if t.Failed() {
 			t.Logf("kube-proxy output (last 8kB):\n%s", tail(kp.out.String(), 8192))
+			// Where the datapath cannot be inspected by hand (the QEMU guest of
+			// test/vm), the rules are the first thing a failure needs.
+			if os.Getenv(dumpRulesEnv) != "" {
+				t.Logf("kube-proxy's rules at the failure:\n%s", kp.rules())
+			}
 		}
+		kp.kill()
 	})
 	kp.waitHealthy(60 * time.Second)
+	if mode == modeIPTablesLegacy {
+		kp.requireLegacyBackend()
+	}
 	return kp
+}
+
+// requireLegacyBackend fails the test unless kube-proxy's rules show up in the legacy
+// backend and not in iptables-nft: otherwise an iptables-legacy run would silently test
+// the nft backend a second time. It waits for the first sync: /healthz can answer 200
+// before it.
+func (kp *kubeProxy) requireLegacyBackend() {
+	kp.t.Helper()
+	ns := kp.w.nodes[0].ns
+	eventually(kp.t, "kube-proxy's chains in iptables-legacy and not in iptables-nft", 30*time.Second, func() (bool, string) {
+		legacy, err := nsExec(ns, "iptables-legacy-save", "-t", "nat")
+		if err != nil {
+			return false, fmt.Sprintf("iptables-legacy-save: %v: %s", err, legacy)
+		}
+		nft, _ := nsExec(ns, "iptables-nft-save", "-t", "nat")
+		inLegacy, inNFT := strings.Contains(legacy, ":KUBE-SERVICES"), strings.Contains(nft, ":KUBE-SERVICES")
+		return inLegacy && !inNFT, fmt.Sprintf("KUBE-SERVICES in iptables-legacy-save: %v, in iptables-nft-save: %v", inLegacy, inNFT)
+	})
 }
 
 func tail(s string, n int) string {
@@ -135,7 +165,7 @@ func (kp *kubeProxy) start() {
 	kp.cmd = exec.Command("ip", "netns", "exec", n1.ns, kp.bin,
 		"--manifests="+kp.dir, "--manifests-rescan-period=1s",
 		"--hostname-override="+n1.name,
-		"--proxy-mode="+kp.mode,
+		"--proxy-mode="+proxyMode(kp.mode),
 		"--cluster-cidr="+clusterCIDRs,
 		"--iptables-sync-period="+syncPeriod.String(),
 		"--iptables-min-sync-period=100ms",
@@ -215,14 +245,25 @@ func httpGet(ns, url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-// rules dumps the node's kube-proxy rules of the mode.
+// rules dumps the node's kube-proxy rules of the mode: in ipvs mode the IPVS table
+// too, since real servers are where its endpoints are.
 func (kp *kubeProxy) rules() string {
 	ns := kp.w.nodes[0].ns
 	var b strings.Builder
-	if kp.mode == "iptables" {
+	if usesIPTables(kp.mode) {
 		for _, c := range []string{"iptables-save", "ip6tables-save"} {
-			out, _ := nsExec(ns, c)
+			out, _ := nsExec(ns, iptablesCmd(kp.mode, c))
 			b.WriteString(out)
+		}
+		if kp.mode == modeIPVS {
+			out, _ := nsExec(ns, "ipvsadm", "-Ln")
+			b.WriteString(out)
+			if os.Getenv(dumpRulesEnv) != "" {
+				for _, c := range [][]string{{"ipset", "list"}, {"ip", "addr"}, {"sysctl", "net.ipv4.vs"}} {
+					out, _ := nsExec(ns, c[0], c[1:]...)
+					b.WriteString(out)
+				}
+			}
 		}
 		return b.String()
 	}

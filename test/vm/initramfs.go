@@ -182,6 +182,37 @@ func sharedLibraries(file string) ([]string, error) {
 	return libs, nil
 }
 
+// AddIPTables adds iptables 1.8's two multi-binaries, nftMulti (xtables-nft-multi) and
+// legacyMulti (xtables-legacy-multi), under /usr/sbin with every name they answer to
+// (iptables-nft-save, ip6tables-legacy-restore, ...), the plain names pointing at the nft
+// backend as on Debian 12, and the match and target extensions they dlopen() (which ldd
+// of the binaries cannot see), with the libraries of all of them.
+func (r *Initramfs) AddIPTables(nftMulti, legacyMulti string) error {
+	for dst, src := range map[string]string{"xtables-nft-multi": nftMulti, "xtables-legacy-multi": legacyMulti} {
+		if err := r.AddDynamic("usr/sbin/"+dst, src); err != nil {
+			return err
+		}
+	}
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			r.AddSymlink("usr/sbin/"+fam+suffix, "xtables-nft-multi")
+			r.AddSymlink("usr/sbin/"+fam+"-nft"+suffix, "xtables-nft-multi")
+			r.AddSymlink("usr/sbin/"+fam+"-legacy"+suffix, "xtables-legacy-multi")
+		}
+	}
+	const extDir = "/usr/lib/x86_64-linux-gnu/xtables"
+	exts, _ := filepath.Glob(extDir + "/*.so")
+	if len(exts) == 0 {
+		return fmt.Errorf("%w: no iptables extensions in %s", ErrUnavailable, extDir)
+	}
+	for _, e := range exts {
+		if err := r.AddDynamic(e, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // AddModules adds the modules at their place under /lib/modules/<release>, a modules.dep
 // listing only them (so the guest's modprobe works on the subset), and /etc/vm-modules
 // naming their paths in load order, for an init script to insmod.
