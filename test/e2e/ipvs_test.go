@@ -304,6 +304,7 @@ func (w *ipvsWorld) podByAddr() map[string]*pod {
 // testTable: the kernel's table is what the manifests ask for, what kube-proxy's dry
 // run predicts, and what real connections do.
 func (w *ipvsWorld) testTable(t *testing.T) {
+	w.kp.logOnFailure(t)
 	n1 := w.nodes[0]
 	h := ipvsHandle(t, n1.ns)
 	tab, err := readIPVSTable(h, false)
@@ -432,6 +433,7 @@ func kernelAtLeast(major, minor int) (bool, string) {
 
 // testSysctls reads back the sysctls ipvs mode sets (strict ARP is configured).
 func (w *ipvsWorld) testSysctls(t *testing.T) {
+	w.kp.logOnFailure(t)
 	ns := w.nodes[0].ns
 	// conn_reuse_mode: set to 0 on kernels from 4.1 (where it appeared) up to
 	// 5.9; from 5.9 on it no longer stalls port reuse and is left as the
@@ -461,6 +463,7 @@ func (w *ipvsWorld) testSysctls(t *testing.T) {
 // with a flow to it (there is no connection teardown to wait for), and the flow's next
 // datagrams reach the remaining endpoint.
 func (w *ipvsWorld) testUDPRemoval(t *testing.T) {
+	w.kp.logOnFailure(t)
 	h := ipvsHandle(t, w.nodes[0].ns)
 	addr := "198.19.0.21:80"
 	u, err := newUDPClient(w.client.ns, addr)
@@ -491,7 +494,7 @@ func (w *ipvsWorld) testUDPRemoval(t *testing.T) {
 		s.eps = ready(w.u1, w.u2)
 		w.writeService(t, s)
 	})
-	took := eventually(t, "the UDP real server to be deleted", ipvsSyncPeriod+ipvsRepairSlack, func() (bool, string) {
+	took := eventually(t, "the UDP real server to be deleted", ipvsApplyTimeout, func() (bool, string) {
 		tab, err := readIPVSTable(h, false)
 		if err != nil {
 			return false, err.Error()
@@ -504,7 +507,7 @@ func (w *ipvsWorld) testUDPRemoval(t *testing.T) {
 		return !there && k.rss[podAddr(stays, echoPort)] != nil, k.String()
 	})
 	t.Logf("UDP real server of %s deleted %v after the manifest edit (not drained)", gone.name, took.Round(time.Millisecond))
-	eventually(t, "the same UDP socket to reach "+stays.name, ipvsSyncPeriod+ipvsRepairSlack, func() (bool, string) {
+	eventually(t, "the same UDP socket to reach "+stays.name, ipvsApplyTimeout, func() (bool, string) {
 		r, err := u.ask(300 * time.Millisecond)
 		return err == nil && r.pod == stays.name, fmt.Sprint(r, err)
 	})
@@ -513,6 +516,7 @@ func (w *ipvsWorld) testUDPRemoval(t *testing.T) {
 // testRepair deletes a virtual server and a real server behind kube-proxy's back: both
 // must be back within one sync period (plus slack), with no change to the manifests.
 func (w *ipvsWorld) testRepair(t *testing.T) {
+	w.kp.logOnFailure(t)
 	h := ipvsHandle(t, w.nodes[0].ns)
 	key := vsKey("198.19.0.10", 80, "TCP")
 	want := []string{podAddr(w.a1, echoPort), podAddr(w.a2, echoPort), podAddr(w.b1, echoPort)}
@@ -556,9 +560,13 @@ func (w *ipvsWorld) testRepair(t *testing.T) {
 			if ok, detail := intact(); ok {
 				t.Fatalf("%s by hand, yet the table is intact: %s", c.name, detail)
 			}
-			eventually(t, "repair after "+c.name, ipvsSyncPeriod+ipvsRepairSlack-time.Since(start), intact)
+			// One sync period until the check notices, then one full sync.
+			fullSync := w.kp.maxFullSync()
+			limit := ipvsSyncPeriod + fullSync + ipvsRepairSlack
+			eventually(t, "repair after "+c.name, limit-time.Since(start), intact)
 			took := time.Since(start)
-			figure(t, "mode=ipvs %s by hand: repaired after %v (sync period %v)", c.name, took.Round(time.Millisecond), ipvsSyncPeriod)
+			figure(t, "mode=ipvs %s by hand: repaired after %v (limit %v: sync period %v + longest full sync so far %v + %v)",
+				c.name, took.Round(time.Millisecond), limit.Round(time.Millisecond), ipvsSyncPeriod, fullSync.Round(time.Millisecond), ipvsRepairSlack)
 			if _, err := askTCP(w.client.ns, "198.19.0.10:80", dialOpts{}); err != nil {
 				t.Errorf("the repaired Service does not answer: %v", err)
 			}
@@ -578,6 +586,7 @@ type gracefulCase struct {
 // requires the real server to get weight 0 and stay, with the connection working and
 // new connections going elsewhere.
 func (w *ipvsWorld) gracefulDrain(t *testing.T) *gracefulCase {
+	w.kp.logOnFailure(t)
 	h := ipvsHandle(t, w.nodes[0].ns)
 	addr := "198.19.0.20:80"
 	key := vsKey("198.19.0.20", 80, "TCP")
@@ -597,7 +606,7 @@ func (w *ipvsWorld) gracefulDrain(t *testing.T) *gracefulCase {
 	s.eps = ready(gc.stays)
 	w.writeService(t, s)
 	rs := podAddr(gc.gone, holdPort)
-	eventually(t, "the removed endpoint's real server to get weight 0", ipvsSyncPeriod+ipvsRepairSlack, func() (bool, string) {
+	took := eventually(t, "the removed endpoint's real server to get weight 0", ipvsApplyTimeout, func() (bool, string) {
 		tab, err := readIPVSTable(h, false)
 		if err != nil {
 			return false, err.Error()
@@ -614,6 +623,7 @@ func (w *ipvsWorld) gracefulDrain(t *testing.T) *gracefulCase {
 		return d.Weight == 0, k.String()
 	})
 	gc.drainedAt = time.Now()
+	t.Logf("real server %s drained (weight 0) %v after the manifest edit", rs, took.Round(time.Millisecond))
 	tab, err := readIPVSTable(h, false)
 	if err != nil {
 		t.Fatal(err)
@@ -641,13 +651,15 @@ func (w *ipvsWorld) gracefulDrain(t *testing.T) *gracefulCase {
 // requires the real server to be deleted once IPVS has forgotten the connection: 10 s
 // in the CLOSE state after a RST, then the manager's next tick.
 func (w *ipvsWorld) gracefulRemove(t *testing.T, gc *gracefulCase) {
+	w.kp.logOnFailure(t)
 	h := ipvsHandle(t, w.nodes[0].ns)
 	key := vsKey("198.19.0.20", 80, "TCP")
 	rs := podAddr(gc.gone, holdPort)
-	// The manager ticks every minute from kube-proxy's start (plus its start-up,
-	// taken as at most 10 s): wait past the first tick after the drain began.
+	// The manager ticks every minute from when the proxier was built, which is
+	// between kube-proxy's start and its first sync: wait past the first tick
+	// after the drain began.
 	ticks := gc.drainedAt.Sub(w.kp.started)/ipvsGTPeriod + 1
-	tick := w.kp.started.Add(ticks*ipvsGTPeriod + 10*time.Second)
+	tick := w.kp.synced.Add(ticks*ipvsGTPeriod + time.Second)
 	if d := time.Until(tick); d > 0 {
 		t.Logf("waiting %v for the graceful termination manager's next check with the connection open", d.Round(time.Second))
 		time.Sleep(d)
@@ -663,7 +675,7 @@ func (w *ipvsWorld) gracefulRemove(t *testing.T, gc *gracefulCase) {
 		t.Errorf("the draining connection: %v", err)
 	}
 	gc.conn.reset()
-	took := eventually(t, "the drained real server to be deleted after its connection closed", 10*time.Second+ipvsGTPeriod+15*time.Second, func() (bool, string) {
+	took := eventually(t, "the drained real server to be deleted after its connection closed", 10*time.Second+ipvsGTPeriod+ipvsApplyTimeout, func() (bool, string) {
 		tab, err := readIPVSTable(h, false)
 		if err != nil {
 			return false, err.Error()
@@ -684,6 +696,7 @@ func (w *ipvsWorld) gracefulRemove(t *testing.T, gc *gracefulCase) {
 // never deleted or recreated (their connection counters would start again from 0, and
 // a watcher polling the table would see them missing).
 func (w *ipvsWorld) testRestart(t *testing.T) {
+	w.kp.logOnFailure(t)
 	h := ipvsHandle(t, w.nodes[0].ns)
 	longKey := vsKey("198.19.0.22", 80, "TCP")
 	webKey := vsKey("198.19.0.10", 80, "TCP")
@@ -697,15 +710,18 @@ func (w *ipvsWorld) testRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, err := readIPVSTable(h, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{longKey, webKey} {
-		if before[k] == nil || before[k].svc.Stats.Connections == 0 {
-			t.Fatalf("before the restart %s should exist and count connections: %v", k, before[k])
+	// The kernel folds its per-CPU counters into the ones it reports every 2 s
+	// (the rate estimator's timer): wait for the connections just made.
+	var before map[string]*kernelVS
+	eventually(t, "the connection counters to count the connections made", 10*time.Second, func() (bool, string) {
+		var err error
+		if before, err = readIPVSTable(h, false); err != nil {
+			return false, err.Error()
 		}
-	}
+		l, web := before[longKey], before[webKey]
+		return l != nil && web != nil && l.svc.Stats.Connections >= 1 && web.svc.Stats.Connections >= 6,
+			fmt.Sprintf("%s %v; %s %v", longKey, l, webKey, web)
+	})
 
 	// Poll the table while kube-proxy is away and comes back: a virtual server
 	// deleted and recreated shows as missing in some poll, or restarts its counter.
@@ -743,8 +759,8 @@ func (w *ipvsWorld) testRestart(t *testing.T) {
 	start := time.Now()
 	w.kp.kill()
 	w.kp.start()
-	// A full sync after the restart, and one more sync period for anything it might
-	// do late.
+	// start waited for the first (full) sync; one more sync period for anything
+	// done late.
 	time.Sleep(ipvsSyncPeriod + 500*time.Millisecond)
 	close(stop)
 	watch := <-done
@@ -786,6 +802,7 @@ func kernelHasScheduler(h *libipvs.Handle, sched string) error {
 // testSchedulers restarts kube-proxy with each scheduler the kernel has: every virtual
 // server takes it (mh with the sh-port flag upstream sets) and connections still work.
 func (w *ipvsWorld) testSchedulers(t *testing.T) {
+	w.kp.logOnFailure(t)
 	h := ipvsHandle(t, w.nodes[0].ns)
 	t.Cleanup(func() {
 		if w.kp.cmd != nil && len(w.kp.extra) > 0 {
@@ -803,7 +820,8 @@ func (w *ipvsWorld) testSchedulers(t *testing.T) {
 			w.kp.kill()
 			w.kp.start("--ipvs-scheduler=" + sched)
 			var tab map[string]*kernelVS
-			eventually(t, "every virtual server to use "+sched, 2*ipvsSyncPeriod+ipvsRepairSlack, func() (bool, string) {
+			// start waited for the first sync, which programs the scheduler.
+			eventually(t, "every virtual server to use "+sched, ipvsSyncPeriod+ipvsRepairSlack, func() (bool, string) {
 				var err error
 				tab, err = readIPVSTable(h, false)
 				if err != nil {
