@@ -37,6 +37,9 @@ type ipvsWorld struct {
 	s1                 *pod // SCTP
 	sctpErr            error
 	services           map[string]svc
+	// drainingRS is the gt Service's real server GracefulTermination left
+	// draining ("ip:port"), while it is.
+	drainingRS string
 }
 
 // ipvsGTPeriod is how often the graceful termination manager looks at draining real
@@ -325,37 +328,49 @@ func (w *ipvsWorld) testTable(t *testing.T) {
 	// servers, ip sets, kube-ipvs0's addresses, iptables rules.
 	for _, fam := range []struct{ src, dst string }{{w.client.ip4, "198.19.0.10:80"}, {w.client.ip6, "[fd00:96::1]:80"}} {
 		rep := w.trace(t, true, fam.src, "br0", fam.dst, "tcp")
-		if rep.InSync == nil || !*rep.InSync {
-			var b strings.Builder
-			for _, d := range rep.Differences {
-				fmt.Fprintf(&b, "  %s\n", d)
+		if rep.InSync == nil {
+			t.Fatalf("trace --live with --manifests did not compare: %+v", rep)
+		}
+		var b strings.Builder
+		for _, d := range rep.Differences {
+			// The one real server GracefulTermination/drain left draining is
+			// live state no plan has (a dry run starts from an empty table):
+			// weight 0, of the gt Service, live only.
+			if w.drainingRS != "" && d.Expected == "" && strings.HasSuffix(d.Where, "real server "+w.drainingRS) && strings.HasPrefix(d.Live, "weight 0 ") {
+				t.Logf("expected difference (draining): %s", d)
+				continue
 			}
-			t.Errorf("live IPVS state of %s differs from kube-proxy's offline prediction (inSync %v):\n%s", fam.src, rep.InSync, b.String())
+			fmt.Fprintf(&b, "  %s\n", d)
+		}
+		if b.Len() > 0 {
+			t.Errorf("live IPVS state of %s differs from kube-proxy's offline prediction:\n%s", fam.src, b.String())
 		}
 	}
 
 	ext100 := lanPrefix4 + ".100"
+	// Every probe checks real connections against the kernel's table; those with
+	// traced also against the trace of the live state (each trace takes seconds
+	// under TCG, so one per kind of address).
 	type probe struct {
 		name, ns, src, iif, dst, proto string
+		traced                         bool
 	}
 	probes := []probe{
-		{"ClusterIP TCP", w.client.ns, w.client.ip4, "br0", "198.19.0.10:80", "tcp"},
-		{"ClusterIP UDP", w.client.ns, w.client.ip4, "br0", "198.19.0.10:80", "udp"},
-		{"ClusterIP TCP from the node", n1.ns, n1.lan4, "", "198.19.0.10:80", "tcp"},
-		{"NodePort TCP", w.ext, ext100, "eth0", hostPort(n1.lan4, 30080), "tcp"},
-		{"NodePort UDP", w.ext, ext100, "eth0", hostPort(n1.lan4, 30080), "udp"},
-		{"externalIP TCP", w.ext, ext100, "eth0", "198.18.100.10:80", "tcp"},
-		{"externalIP UDP", w.ext, ext100, "eth0", "198.18.100.10:80", "udp"},
-		{"LoadBalancer TCP", w.ext, ext100, "eth0", "198.18.100.20:80", "tcp"},
-		{"LoadBalancer NodePort TCP", w.ext, ext100, "eth0", hostPort(n1.lan4, 30081), "tcp"},
-		{"ClusterIP SCTP", w.client.ns, w.client.ip4, "br0", "198.19.0.14:80", "sctp"},
-		{"hold ClusterIP TCP", w.client.ns, w.client.ip4, "br0", "198.19.0.22:80", "tcp"},
+		{"ClusterIP TCP", w.client.ns, w.client.ip4, "br0", "198.19.0.10:80", "tcp", true},
+		{"ClusterIP UDP", w.client.ns, w.client.ip4, "br0", "198.19.0.10:80", "udp", true},
+		{"ClusterIP TCP from the node", n1.ns, n1.lan4, "", "198.19.0.10:80", "tcp", false},
+		{"NodePort TCP", w.ext, ext100, "eth0", hostPort(n1.lan4, 30080), "tcp", true},
+		{"NodePort UDP", w.ext, ext100, "eth0", hostPort(n1.lan4, 30080), "udp", false},
+		{"externalIP TCP", w.ext, ext100, "eth0", "198.18.100.10:80", "tcp", true},
+		{"externalIP UDP", w.ext, ext100, "eth0", "198.18.100.10:80", "udp", false},
+		{"LoadBalancer TCP", w.ext, ext100, "eth0", "198.18.100.20:80", "tcp", true},
+		{"LoadBalancer NodePort TCP", w.ext, ext100, "eth0", hostPort(n1.lan4, 30081), "tcp", false},
+		{"ClusterIP SCTP", w.client.ns, w.client.ip4, "br0", "198.19.0.14:80", "sctp", true},
+		{"hold ClusterIP TCP", w.client.ns, w.client.ip4, "br0", "198.19.0.22:80", "tcp", false},
 	}
 	byAddr := w.podByAddr()
 	for _, pr := range probes {
 		t.Run(strings.ReplaceAll(pr.name, " ", "_"), func(t *testing.T) {
-			rep := w.trace(t, false, pr.src, pr.iif, pr.dst, pr.proto)
-			kind, dests := predicted(t, rep)
 			host, portStr, _ := net.SplitHostPort(pr.dst)
 			port, _ := strconv.Atoi(portStr)
 			k := tab[vsKey(host, port, strings.ToUpper(pr.proto))]
@@ -368,8 +383,11 @@ func (w *ipvsWorld) testTable(t *testing.T) {
 			}
 			sort.Strings(kernel)
 			// The trace of the live state names the kernel's real servers.
-			if kind != "answer" || !slices.Equal(dests, kernel) {
-				t.Errorf("trace predicts %s %v; the kernel's virtual server has real servers %v", kind, dests, kernel)
+			if pr.traced {
+				kind, dests := predicted(t, w.trace(t, false, pr.src, pr.iif, pr.dst, pr.proto))
+				if kind != "answer" || !slices.Equal(dests, kernel) {
+					t.Errorf("trace predicts %s %v; the kernel's virtual server has real servers %v", kind, dests, kernel)
+				}
 			}
 			if pr.proto == "sctp" && w.sctpErr != nil {
 				t.Skipf("table and trace checked; no SCTP connection: %v", w.sctpErr)
@@ -553,6 +571,7 @@ func (w *ipvsWorld) testRepair(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			w.kp.waitIdle(t)
 			start := time.Now()
 			if err := c.del(tab[key]); err != nil {
 				t.Fatalf("%s by hand: %v", c.name, err)
@@ -560,12 +579,14 @@ func (w *ipvsWorld) testRepair(t *testing.T) {
 			if ok, detail := intact(); ok {
 				t.Fatalf("%s by hand, yet the table is intact: %s", c.name, detail)
 			}
-			// One sync period until the check notices, then one full sync.
+			// One sync period until the check notices, the check itself and one
+			// full sync; on a slow machine (TCG) the last two take seconds, and
+			// a full sync is the measure of both.
 			fullSync := w.kp.maxFullSync()
-			limit := ipvsSyncPeriod + fullSync + ipvsRepairSlack
+			limit := ipvsSyncPeriod + 2*fullSync + ipvsRepairSlack
 			eventually(t, "repair after "+c.name, limit-time.Since(start), intact)
 			took := time.Since(start)
-			figure(t, "mode=ipvs %s by hand: repaired after %v (limit %v: sync period %v + longest full sync so far %v + %v)",
+			figure(t, "mode=ipvs %s by hand: repaired after %v (limit %v: sync period %v + 2 x longest full sync so far %v + %v)",
 				c.name, took.Round(time.Millisecond), limit.Round(time.Millisecond), ipvsSyncPeriod, fullSync.Round(time.Millisecond), ipvsRepairSlack)
 			if _, err := askTCP(w.client.ns, "198.19.0.10:80", dialOpts{}); err != nil {
 				t.Errorf("the repaired Service does not answer: %v", err)
@@ -623,6 +644,7 @@ func (w *ipvsWorld) gracefulDrain(t *testing.T) *gracefulCase {
 		return d.Weight == 0, k.String()
 	})
 	gc.drainedAt = time.Now()
+	w.drainingRS = rs
 	t.Logf("real server %s drained (weight 0) %v after the manifest edit", rs, took.Round(time.Millisecond))
 	tab, err := readIPVSTable(h, false)
 	if err != nil {
@@ -687,6 +709,7 @@ func (w *ipvsWorld) gracefulRemove(t *testing.T, gc *gracefulCase) {
 		_, there := k.rss[rs]
 		return !there && k.rss[podAddr(gc.stays, holdPort)] != nil, k.String()
 	})
+	w.drainingRS = ""
 	figure(t, "mode=ipvs graceful termination: drained real server kept through a check with its connection open, deleted %v after the connection closed (RST)",
 		took.Round(time.Second))
 }
