@@ -189,3 +189,26 @@ func TestIPTablesCmd(t *testing.T) {
 		}
 	}
 }
+
+func TestSyncedFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     string
+	}{
+		{"none yet", "# HELP x\nkubeproxy_sync_proxy_rules_duration_seconds_count{ip_family=\"IPv4\"} 3\n", ""},
+		{"one", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n", "IPv4"},
+		{"both", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 1.7645e+09\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n", "IPv4,IPv6"},
+		{"zero is not synced", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 0\n", ""},
+	} {
+		got := syncedFamilies(tc.in)
+		var fams []string
+		for _, f := range []string{"IPv4", "IPv6"} {
+			if got[f] {
+				fams = append(fams, f)
+			}
+		}
+		if strings.Join(fams, ",") != tc.want {
+			t.Errorf("%s: syncedFamilies = %v, want %s", tc.name, got, tc.want)
+		}
+	}
+}
