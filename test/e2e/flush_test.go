@@ -24,24 +24,30 @@ const (
 // (300 ms in iptables mode) and the full sync itself, on a busy 2-core machine.
 const flushRepairSlack = 1500 * time.Millisecond
 
-// slackScaleEnv multiplies flushRepairSlack (never the sync period): the QEMU guest of
+// slackScaleEnv multiplies flushRepairSlack (never the sync period), and how long the
+// tests wait for kube-proxy's first sync before they start: the QEMU guest of
 // test/vm runs under TCG emulation, where every iptables, nft or ipset exec and a full
 // sync take ten times longer or more, so the time the repair's own work takes there is
 // not the time it takes on a real machine. The repair must still come by itself,
 // without any change to Services or endpoints; the measured time is printed either way.
 const slackScaleEnv = "KUBE_PROXY_E2E_SLACK_SCALE"
 
-// repairSlack is flushRepairSlack times $KUBE_PROXY_E2E_SLACK_SCALE (1 when unset).
-func repairSlack(t *testing.T) time.Duration {
+// slackScale is $KUBE_PROXY_E2E_SLACK_SCALE, 1 when unset.
+func slackScale(t *testing.T) float64 {
 	v := os.Getenv(slackScaleEnv)
 	if v == "" {
-		return flushRepairSlack
+		return 1
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || f < 1 {
 		t.Fatalf("%s=%q: want a number >= 1", slackScaleEnv, v)
 	}
-	return time.Duration(float64(flushRepairSlack) * f)
+	return f
+}
+
+// repairSlack is flushRepairSlack times slackScale.
+func repairSlack(t *testing.T) time.Duration {
+	return time.Duration(float64(flushRepairSlack) * slackScale(t))
 }
 
 // TestFlushRepair flushes kube-proxy's rules behind its back, leaving its chains and

@@ -130,7 +130,7 @@ func (w *world) startKubeProxy(t *testing.T, mode, dir string) *kubeProxy {
 		kp.kill()
 	})
 	kp.waitHealthy(60 * time.Second)
-	kp.waitSynced(60 * time.Second)
+	kp.waitSynced(time.Duration(float64(60*time.Second) * slackScale(t)))
 	if mode == modeIPTablesLegacy {
 		kp.requireLegacyBackend()
 	}
