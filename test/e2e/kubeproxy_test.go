@@ -253,8 +253,20 @@ func (kp *kubeProxy) waitSynced(timeout time.Duration) {
 // Prometheus text exposition.
 func syncedFamilies(metrics string) map[string]bool {
 	out := map[string]bool{}
+	for fam, v := range metricByFamily(metrics, lastSyncMetric) {
+		if v > 0 {
+			out[fam] = true
+		}
+	}
+	return out
+}
+
+// metricByFamily returns the values of the samples of metric (exactly that name) by
+// their ip_family label, from a Prometheus text exposition.
+func metricByFamily(metrics, metric string) map[string]float64 {
+	out := map[string]float64{}
 	for _, line := range strings.Split(metrics, "\n") {
-		rest, ok := strings.CutPrefix(line, lastSyncMetric+"{")
+		rest, ok := strings.CutPrefix(line, metric+"{")
 		if !ok {
 			continue
 		}
@@ -267,11 +279,33 @@ func syncedFamilies(metrics string) map[string]bool {
 			continue
 		}
 		fam, _, _ = strings.Cut(fam, `"`)
-		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil && v > 0 {
-			out[fam] = true
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[fam] = v
 		}
 	}
 	return out
+}
+
+// fullSyncMetric is the histogram of kube-proxy's full syncs, per IP family.
+const fullSyncMetric = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+
+// fullSyncTime is how long kube-proxy's full syncs have taken on this machine: the
+// largest mean over the IP families (0 when none is known). A repair is a full sync, so
+// this is what a repair costs beyond noticing that one is needed: milliseconds on a real
+// machine, ten seconds and more in an emulated guest.
+func (kp *kubeProxy) fullSyncTime() time.Duration {
+	_, body, err := httpGet(kp.w.nodes[0].ns, "http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return 0
+	}
+	sums, counts := metricByFamily(body, fullSyncMetric+"_sum"), metricByFamily(body, fullSyncMetric+"_count")
+	var longest float64
+	for fam, n := range counts {
+		if n > 0 && sums[fam]/n > longest {
+			longest = sums[fam] / n
+		}
+	}
+	return time.Duration(longest * float64(time.Second))
 }
 
 // httpGet fetches url from inside namespace ns.

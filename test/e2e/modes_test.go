@@ -212,3 +212,21 @@ func TestSyncedFamilies(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricByFamily(t *testing.T) {
+	body := `# TYPE kubeproxy_sync_full_proxy_rules_duration_seconds histogram
+kubeproxy_sync_full_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="0.001"} 0
+kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 20.5
+kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"} 2
+kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv6"} 0.25
+kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv6"} 1
+`
+	sums := metricByFamily(body, fullSyncMetric+"_sum")
+	counts := metricByFamily(body, fullSyncMetric+"_count")
+	if sums["IPv4"] != 20.5 || sums["IPv6"] != 0.25 || counts["IPv4"] != 2 || counts["IPv6"] != 1 || len(sums) != 2 {
+		t.Errorf("sums %v counts %v", sums, counts)
+	}
+	if got := metricByFamily(body, fullSyncMetric); len(got) != 0 {
+		t.Errorf("the bare histogram name matched its series: %v", got)
+	}
+}
