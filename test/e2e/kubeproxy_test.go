@@ -286,8 +286,12 @@ func metricByFamily(metrics, metric string) map[string]float64 {
 	return out
 }
 
-// fullSyncMetric is the histogram of kube-proxy's full syncs, per IP family.
-const fullSyncMetric = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+// fullSyncMetric and syncMetric are the histograms of kube-proxy's full syncs and of
+// all its syncs, per IP family.
+const (
+	fullSyncMetric = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+	syncMetric     = "kubeproxy_sync_proxy_rules_duration_seconds"
+)
 
 // fullSyncTime is how long kube-proxy's full syncs have taken on this machine: the
 // largest mean over the IP families (0 when none is known). A repair is a full sync, so
@@ -298,11 +302,15 @@ func (kp *kubeProxy) fullSyncTime() time.Duration {
 	if err != nil {
 		return 0
 	}
-	sums, counts := metricByFamily(body, fullSyncMetric+"_sum"), metricByFamily(body, fullSyncMetric+"_count")
 	var longest float64
-	for fam, n := range counts {
-		if n > 0 && sums[fam]/n > longest {
-			longest = sums[fam] / n
+	// ipvs mode, as upstream's, fills only the histogram of all syncs, whose mean
+	// understates a full one there; it is the best figure that mode gives.
+	for _, metric := range []string{fullSyncMetric, syncMetric} {
+		sums, counts := metricByFamily(body, metric+"_sum"), metricByFamily(body, metric+"_count")
+		for fam, n := range counts {
+			if n > 0 && sums[fam]/n > longest {
+				longest = sums[fam] / n
+			}
 		}
 	}
 	return time.Duration(longest * float64(time.Second))
