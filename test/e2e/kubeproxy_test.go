@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -123,11 +124,13 @@ func (w *world) startKubeProxy(t *testing.T, mode, dir string) *kubeProxy {
 			// test/vm), the rules are the first thing a failure needs.
 			if os.Getenv(dumpRulesEnv) != "" {
 				t.Logf("kube-proxy's rules at the failure:\n%s", kp.rules())
+				t.Logf("kernel state at the failure:\n%s", kp.debugState())
 			}
 		}
 		kp.kill()
 	})
 	kp.waitHealthy(60 * time.Second)
+	kp.waitSynced(time.Duration(float64(60*time.Second) * slackScale(t)))
 	if mode == modeIPTablesLegacy {
 		kp.requireLegacyBackend()
 	}
@@ -169,6 +172,9 @@ func (kp *kubeProxy) start() {
 		"--cluster-cidr="+clusterCIDRs,
 		"--iptables-sync-period="+syncPeriod.String(),
 		"--iptables-min-sync-period=100ms",
+		// ipvs mode has its own (default 30s and 1s).
+		"--ipvs-sync-period="+syncPeriod.String(),
+		"--ipvs-min-sync-period=100ms",
 		// conntrack limits are host-wide, not per namespace: leave them alone.
 		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
 		"-v=2",
@@ -221,6 +227,95 @@ func (kp *kubeProxy) waitHealthy(timeout time.Duration) {
 	}
 }
 
+// lastSyncMetric is the gauge kube-proxy sets, per IP family, when a sync succeeded.
+const lastSyncMetric = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+
+// waitSynced waits until both families have completed a sync (their lastSyncMetric is
+// set). /healthz can answer 200 before the first sync, and a Service can answer before a
+// sync has finished: ipvs mode programs virtual servers first and its iptables rules
+// (masquerading, source ranges) last, which took 10 s per family in an emulated guest.
+func (kp *kubeProxy) waitSynced(timeout time.Duration) {
+	kp.t.Helper()
+	eventually(kp.t, "a completed sync of both IP families ("+lastSyncMetric+")", timeout, func() (bool, string) {
+		if err := kp.running(); err != nil {
+			kp.t.Fatalf("%v\n%s", err, tail(kp.out.String(), 8192))
+		}
+		code, body, err := httpGet(kp.w.nodes[0].ns, "http://127.0.0.1:10249/metrics")
+		if err != nil || code != http.StatusOK {
+			return false, fmt.Sprintf("metrics: %d %v", code, err)
+		}
+		synced := syncedFamilies(body)
+		return synced["IPv4"] && synced["IPv6"], fmt.Sprintf("synced families %v", synced)
+	})
+}
+
+// syncedFamilies reads which ip_family values of lastSyncMetric are set (non-zero) in a
+// Prometheus text exposition.
+func syncedFamilies(metrics string) map[string]bool {
+	out := map[string]bool{}
+	for fam, v := range metricByFamily(metrics, lastSyncMetric) {
+		if v > 0 {
+			out[fam] = true
+		}
+	}
+	return out
+}
+
+// metricByFamily returns the values of the samples of metric (exactly that name) by
+// their ip_family label, from a Prometheus text exposition.
+func metricByFamily(metrics, metric string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(metrics, "\n") {
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		_, fam, ok := strings.Cut(labels, `ip_family="`)
+		if !ok {
+			continue
+		}
+		fam, _, _ = strings.Cut(fam, `"`)
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[fam] = v
+		}
+	}
+	return out
+}
+
+// fullSyncMetric and syncMetric are the histograms of kube-proxy's full syncs and of
+// all its syncs, per IP family.
+const (
+	fullSyncMetric = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+	syncMetric     = "kubeproxy_sync_proxy_rules_duration_seconds"
+)
+
+// fullSyncTime is how long kube-proxy's full syncs have taken on this machine: the
+// largest mean over the IP families (0 when none is known). A repair is a full sync, so
+// this is what a repair costs beyond noticing that one is needed: milliseconds on a real
+// machine, ten seconds and more in an emulated guest.
+func (kp *kubeProxy) fullSyncTime() time.Duration {
+	_, body, err := httpGet(kp.w.nodes[0].ns, "http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return 0
+	}
+	var longest float64
+	// ipvs mode, as upstream's, fills only the histogram of all syncs, whose mean
+	// understates a full one there; it is the best figure that mode gives.
+	for _, metric := range []string{fullSyncMetric, syncMetric} {
+		sums, counts := metricByFamily(body, metric+"_sum"), metricByFamily(body, metric+"_count")
+		for fam, n := range counts {
+			if n > 0 && sums[fam]/n > longest {
+				longest = sums[fam] / n
+			}
+		}
+	}
+	return time.Duration(longest * float64(time.Second))
+}
+
 // httpGet fetches url from inside namespace ns.
 func httpGet(ns, url string) (int, string, error) {
 	tr := &http.Transport{
@@ -258,17 +353,32 @@ func (kp *kubeProxy) rules() string {
 		if kp.mode == modeIPVS {
 			out, _ := nsExec(ns, "ipvsadm", "-Ln")
 			b.WriteString(out)
-			if os.Getenv(dumpRulesEnv) != "" {
-				for _, c := range [][]string{{"ipset", "list"}, {"ip", "addr"}, {"sysctl", "net.ipv4.vs"}} {
-					out, _ := nsExec(ns, c[0], c[1:]...)
-					b.WriteString(out)
-				}
-			}
 		}
 		return b.String()
 	}
 	out, _ := nsExec(ns, "nft", "list", "ruleset")
 	return out
+}
+
+// debugState is what explains a datapath failure beyond the rules: rule counters,
+// conntrack entries and, in ipvs mode, ip sets and IPVS connections.
+func (kp *kubeProxy) debugState() string {
+	ns := kp.w.nodes[0].ns
+	cmds := [][]string{{"conntrack", "-L"}, {"ip", "-4", "addr"}}
+	if usesIPTables(kp.mode) {
+		cmds = append(cmds, []string{iptablesCmd(kp.mode, "iptables-save"), "-c"})
+	} else {
+		cmds = append(cmds, []string{"nft", "list", "counters"})
+	}
+	if kp.mode == modeIPVS {
+		cmds = append(cmds, []string{"ipvsadm", "-Lnc"}, []string{"ipvsadm", "-Ln", "--stats"}, []string{"ipset", "list"}, []string{"sysctl", "net.ipv4.vs"})
+	}
+	var b strings.Builder
+	for _, c := range cmds {
+		out, err := nsExec(ns, c[0], c[1:]...)
+		fmt.Fprintf(&b, "# %s (%v)\n%s\n", strings.Join(c, " "), err, out)
+	}
+	return b.String()
 }
 
 // eventually polls cond until it holds or timeout passes, then fails with detail.

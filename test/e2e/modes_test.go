@@ -189,3 +189,44 @@ func TestIPTablesCmd(t *testing.T) {
 		}
 	}
 }
+
+func TestSyncedFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     string
+	}{
+		{"none yet", "# HELP x\nkubeproxy_sync_proxy_rules_duration_seconds_count{ip_family=\"IPv4\"} 3\n", ""},
+		{"one", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n", "IPv4"},
+		{"both", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 1.7645e+09\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} 1.7645e+09\n", "IPv4,IPv6"},
+		{"zero is not synced", "kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv6\"} 0\n", ""},
+	} {
+		got := syncedFamilies(tc.in)
+		var fams []string
+		for _, f := range []string{"IPv4", "IPv6"} {
+			if got[f] {
+				fams = append(fams, f)
+			}
+		}
+		if strings.Join(fams, ",") != tc.want {
+			t.Errorf("%s: syncedFamilies = %v, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMetricByFamily(t *testing.T) {
+	body := `# TYPE kubeproxy_sync_full_proxy_rules_duration_seconds histogram
+kubeproxy_sync_full_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="0.001"} 0
+kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 20.5
+kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"} 2
+kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv6"} 0.25
+kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv6"} 1
+`
+	sums := metricByFamily(body, fullSyncMetric+"_sum")
+	counts := metricByFamily(body, fullSyncMetric+"_count")
+	if sums["IPv4"] != 20.5 || sums["IPv6"] != 0.25 || counts["IPv4"] != 2 || counts["IPv6"] != 1 || len(sums) != 2 {
+		t.Errorf("sums %v counts %v", sums, counts)
+	}
+	if got := metricByFamily(body, fullSyncMetric); len(got) != 0 {
+		t.Errorf("the bare histogram name matched its series: %v", got)
+	}
+}

@@ -140,8 +140,10 @@ func (r *Initramfs) AddDynamic(dst, src string) error {
 	if err := r.AddFile(dst, src); err != nil {
 		return err
 	}
-	static, err := IsStatic(src)
-	if err != nil || static {
+	// Not IsStatic: a shared object (an iptables extension that dlopen() loads) has no
+	// program interpreter either, yet needs its libraries (libxt_statistic.so: libm).
+	needed, err := neededLibraries(src)
+	if err != nil || len(needed) == 0 {
 		return err
 	}
 	libs, err := sharedLibraries(src)
@@ -156,6 +158,21 @@ func (r *Initramfs) AddDynamic(dst, src string) error {
 		}
 	}
 	return nil
+}
+
+// neededLibraries returns the DT_NEEDED entries of the ELF file at p: none for a static
+// executable.
+func neededLibraries(p string) ([]string, error) {
+	f, err := elf.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return nil, fmt.Errorf("reading the dynamic section of %s: %w", p, err)
+	}
+	return libs, nil
 }
 
 // sharedLibraries parses `ldd file`: "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)"
