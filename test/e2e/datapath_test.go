@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -217,6 +218,10 @@ func TestDatapath(t *testing.T) {
 			if len(nodeSeen) != 1 {
 				t.Errorf("node's connections spread over %v, want one pod", nodeSeen)
 			}
+			if mode == modeIPVS {
+				w.checkIPVSAffinityOutlivesTimeout(t, addr, first.pod)
+				return
+			}
 			// timeoutSeconds=2: after 2.5s idle the choice is made afresh. With 4
 			// endpoints, 8 rounds all landing on the same pod has probability 4^-8.
 			changed := false
@@ -374,4 +379,42 @@ func TestDatapath(t *testing.T) {
 		})
 		_ = n2
 	})
+}
+
+// checkIPVSAffinityOutlivesTimeout is the expiry half of SessionAffinity in ipvs mode,
+// where upstream behaves differently from the iptables and nftables modes: ClientIP
+// affinity is an IPVS persistent service with timeoutSeconds as its persistence timeout
+// (pkg/proxy/ipvs/proxier.go of v1.37.2: serv.Flags |= FlagPersistent, serv.Timeout =
+// StickyMaxAgeSeconds()), and the kernel keeps a persistence template alive while any
+// connection it placed is still in IPVS's connection table (ip_vs_conn_expire re-arms a
+// template that still controls connections), where a closed TCP connection stays in
+// TIME_WAIT for IPVS's own 120 s. So a client idle for longer than timeoutSeconds is
+// still sent to the same endpoint, and that is what is checked here: two idle periods
+// longer than the timeout, the same pod both times, and the template in the IPVS table.
+func (w *datapathWorld) checkIPVSAffinityOutlivesTimeout(t *testing.T, addr, pod string) {
+	t.Helper()
+	for round := range 2 {
+		time.Sleep(2500 * time.Millisecond)
+		r, err := askTCP(w.client.ns, addr, dialOpts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.pod != pod {
+			t.Errorf("ipvs mode: after idle round %d of 2.5s (timeoutSeconds 2) the client moved from %s to %s; IPVS keeps the persistence template while its connections are in TIME_WAIT", round+1, pod, r.pod)
+		}
+	}
+	conns, err := nsExec(w.nodes[0].ns, "ipvsadm", "-Lnc")
+	if err != nil {
+		t.Fatalf("ipvsadm -Lnc: %v\n%s", err, conns)
+	}
+	// A template is the entry with the client's address and port 0 (its state column
+	// reads NONE or, on 6.1, ASSURED).
+	template := false
+	for _, line := range strings.Split(conns, "\n") {
+		f := strings.Fields(line)
+		template = template || len(f) == 6 && f[3] == w.client.ip4+":0" && f[4] == addr
+	}
+	if !template {
+		t.Errorf("ipvs mode: no persistence template for %s to %s in the IPVS table:\n%s", w.client.ip4, addr, conns)
+	}
 }

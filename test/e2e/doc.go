@@ -1,7 +1,9 @@
 // Package e2e holds datapath end-to-end tests: real packets through the rules that the
 // built kube-proxy binary programs into private network namespaces.
 //
-// Each mode (iptables, nftables) gets its own small world of namespaces: a LAN
+// Each mode (iptables, nftables, ipvs where the kernel has IPVS, and on request
+// iptables on the legacy backend: KUBE_PROXY_E2E_MODES) gets its own small world of
+// namespaces: a LAN
 // namespace bridging two node namespaces and an external client, pod namespaces behind
 // a bridge in each node, and kube-proxy running in node-1 on manifest files the tests
 // write and edit. Echo servers are plain sockets opened inside the pod namespaces by

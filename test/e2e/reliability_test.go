@@ -251,15 +251,18 @@ func TestReliability(t *testing.T) {
 			}
 			triggers := 0
 			var flushes []flush
-			if mode == "iptables" {
+			if usesIPTables(mode) {
 				// What a firewall reload does: every table flushed and its chains
 				// deleted. kube-proxy notices through its KUBE-PROXY-CANARY chains
-				// (flushes that keep the chains: TestFlushRepair).
+				// (flushes that keep the chains: TestFlushRepair). ipvs mode has no
+				// canary, as upstream's, but every one of its syncs is full and one
+				// runs each sync period, which repairs this in the same time.
+				ipt := iptablesCmd(mode, "iptables")
 				var cmds [][]string
 				for _, table := range []string{"nat", "filter", "mangle"} {
-					cmds = append(cmds, []string{"iptables", "-t", table, "-F"}, []string{"iptables", "-t", table, "-X"})
+					cmds = append(cmds, []string{ipt, "-t", table, "-F"}, []string{ipt, "-t", table, "-X"})
 				}
-				flushes = []flush{{"iptables -F && iptables -X in nat, filter and mangle", cmds, true}}
+				flushes = []flush{{ipt + " -F && " + ipt + " -X in nat, filter and mangle", cmds, true}}
 			} else {
 				flushes = []flush{
 					// No canary in nftables mode: once per sync period kube-proxy

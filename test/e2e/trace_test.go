@@ -137,7 +137,10 @@ type traceReport struct {
 
 func (w *datapathWorld) trace(t *testing.T, mode, src, iif, dst, proto string) traceReport {
 	t.Helper()
-	args := []string{"trace", "--netns", w.nodes[0].ns, "--proxy-mode", mode, "--from", src, "--to", dst + "/" + proto, "-o", "json"}
+	args := []string{"trace", "--netns", w.nodes[0].ns, "--proxy-mode", proxyMode(mode), "--from", src, "--to", dst + "/" + proto, "-o", "json"}
+	if mode == modeIPTablesLegacy {
+		args = append(args, "--iptables-backend", "legacy")
+	}
 	if iif == "" {
 		args = append(args, "--from-host")
 	} else {

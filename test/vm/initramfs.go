@@ -140,8 +140,10 @@ func (r *Initramfs) AddDynamic(dst, src string) error {
 	if err := r.AddFile(dst, src); err != nil {
 		return err
 	}
-	static, err := IsStatic(src)
-	if err != nil || static {
+	// Not IsStatic: a shared object (an iptables extension that dlopen() loads) has no
+	// program interpreter either, yet needs its libraries (libxt_statistic.so: libm).
+	needed, err := neededLibraries(src)
+	if err != nil || len(needed) == 0 {
 		return err
 	}
 	libs, err := sharedLibraries(src)
@@ -156,6 +158,21 @@ func (r *Initramfs) AddDynamic(dst, src string) error {
 		}
 	}
 	return nil
+}
+
+// neededLibraries returns the DT_NEEDED entries of the ELF file at p: none for a static
+// executable.
+func neededLibraries(p string) ([]string, error) {
+	f, err := elf.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return nil, fmt.Errorf("reading the dynamic section of %s: %w", p, err)
+	}
+	return libs, nil
 }
 
 // sharedLibraries parses `ldd file`: "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)"
@@ -180,6 +197,37 @@ func sharedLibraries(file string) ([]string, error) {
 		}
 	}
 	return libs, nil
+}
+
+// AddIPTables adds iptables 1.8's two multi-binaries, nftMulti (xtables-nft-multi) and
+// legacyMulti (xtables-legacy-multi), under /usr/sbin with every name they answer to
+// (iptables-nft-save, ip6tables-legacy-restore, ...), the plain names pointing at the nft
+// backend as on Debian 12, and the match and target extensions they dlopen() (which ldd
+// of the binaries cannot see), with the libraries of all of them.
+func (r *Initramfs) AddIPTables(nftMulti, legacyMulti string) error {
+	for dst, src := range map[string]string{"xtables-nft-multi": nftMulti, "xtables-legacy-multi": legacyMulti} {
+		if err := r.AddDynamic("usr/sbin/"+dst, src); err != nil {
+			return err
+		}
+	}
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			r.AddSymlink("usr/sbin/"+fam+suffix, "xtables-nft-multi")
+			r.AddSymlink("usr/sbin/"+fam+"-nft"+suffix, "xtables-nft-multi")
+			r.AddSymlink("usr/sbin/"+fam+"-legacy"+suffix, "xtables-legacy-multi")
+		}
+	}
+	const extDir = "/usr/lib/x86_64-linux-gnu/xtables"
+	exts, _ := filepath.Glob(extDir + "/*.so")
+	if len(exts) == 0 {
+		return fmt.Errorf("%w: no iptables extensions in %s", ErrUnavailable, extDir)
+	}
+	for _, e := range exts {
+		if err := r.AddDynamic(e, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AddModules adds the modules at their place under /lib/modules/<release>, a modules.dep

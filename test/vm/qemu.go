@@ -44,6 +44,10 @@ type BootOptions struct {
 	// with "VM" before Boot falls back to TCG. Default 20s (a working KVM guest prints its
 	// first line within a few seconds).
 	KVMStartTimeout time.Duration
+	// OnLine, when set, is called with every console line (carriage returns trimmed), in
+	// order, from one goroutine, before Boot returns: for guests that report more than
+	// VMCHECK lines, such as a Go test binary's -test.v output.
+	OnLine func(line string)
 }
 
 // Accel returns the qemu accelerator to use: kvm when /dev/kvm can be opened, else tcg;
@@ -169,6 +173,9 @@ func bootOnce(ctx context.Context, t testing.TB, kernel, initrd string, opts Boo
 			t.Logf("[%6.2fs] %s", time.Since(start).Seconds(), line)
 			if strings.HasPrefix(line, "VM") {
 				aliveOnce.Do(func() { close(alive) })
+			}
+			if opts.OnLine != nil {
+				opts.OnLine(line)
 			}
 			r, ok := parseCheck(line)
 			mu.Lock()

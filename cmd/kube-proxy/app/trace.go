@@ -664,6 +664,11 @@ func inNetns(ctx context.Context, netns, name string, args ...string) ([]byte, e
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("network namespace %q: %w", netns, err)
 		}
+		// nsenter gets the tool's full path: busybox's nsenter runs its own
+		// applet of a bare name (busybox's ip has no -j, for one) before PATH.
+		if full, err := exec.LookPath(name); err == nil {
+			name = full
+		}
 		args = append([]string{"--net=" + path, name}, args...)
 		name = "nsenter"
 	}

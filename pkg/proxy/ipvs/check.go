@@ -16,8 +16,9 @@ var _ syncshell.RulesChecker = &rulesBackend{}
 
 // RulesMissing reports whether something this proxier programmed was
 // removed from outside: a jump from a built-in chain (re-added here, as
-// upstream re-ensured them on every sync), kube-ipvs0, one of the sets, or
-// one of its virtual servers. The Shell then makes the next sync full.
+// upstream re-ensured them on every sync), kube-ipvs0, one of the sets, one
+// of its virtual servers, or one of their real servers (or its weight). The
+// Shell then makes the next sync full.
 func (b *rulesBackend) RulesMissing(ctx context.Context) bool {
 	p := (*Proxier)(b)
 	st := p.st
@@ -55,10 +56,26 @@ func (b *rulesBackend) RulesMissing(ctx context.Context) bool {
 			if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) {
 				continue
 			}
-			if _, ok := st.applied[keyOf(vs)]; !ok {
+			n++
+			a, ok := st.applied[keyOf(vs)]
+			if !ok {
+				missing = true
+				continue
+			}
+			if missing {
+				continue
+			}
+			// A real server deleted (or its weight changed) by hand leaves
+			// the virtual server in place: only its listing shows it. As
+			// upstream, which lists every virtual server's real servers on
+			// every sync, it is put back within one sync period. A real
+			// server the graceful termination manager has deleted since
+			// the last sync shows here too, and costs one full sync.
+			rss, err := p.ipvs.GetRealServers(vs)
+			if err != nil || !a.matches(rss) {
+				p.logger.Info("IPVS real servers changed behind kube-proxy's back", "virtualServer", vs, "err", err)
 				missing = true
 			}
-			n++
 		}
 		if n != len(st.applied) {
 			p.logger.Info("IPVS virtual servers changed behind kube-proxy's back", "have", n, "want", len(st.applied))

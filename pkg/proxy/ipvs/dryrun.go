@@ -167,11 +167,58 @@ func (h *memNetlink) GetAllLocalAddressesExcept(dev string) (sets.Set[string], e
 	defer h.mu.Unlock()
 	out := h.boundSet(dev)
 	if h.nw != nil {
-		addrs, err := h.nw.InterfaceAddrs()
+		addrs, err := interfaceAddrsExcept(h.nw, dev)
 		if err != nil {
 			return nil, fmt.Errorf("listing node addresses: %w", err)
 		}
 		out = out.Union(proxyutil.AddressSet(h.valid, addrs))
+	}
+	return out, nil
+}
+
+// hostInterfaces lists the host's interfaces; a variable so tests can stand
+// in a host.
+var hostInterfaces = func() ([]hostInterface, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hostInterface, 0, len(ifs))
+	for i := range ifs {
+		out = append(out, hostInterface{name: ifs[i].Name, addrs: ifs[i].Addrs})
+	}
+	return out, nil
+}
+
+type hostInterface struct {
+	name  string
+	addrs func() ([]net.Addr, error)
+}
+
+// interfaceAddrsExcept lists nw's addresses. When nw reads this host's
+// interfaces, those of the interface named dev are left out, as the live
+// handle leaves them out: a dry run inside a namespace where kube-proxy
+// already runs (kube-proxy trace --netns) finds the real kube-ipvs0
+// holding every cluster, external and load-balancer IP, none of which is a
+// node address to serve NodePorts on.
+func interfaceAddrsExcept(nw proxyutil.NetworkInterfacer, dev string) ([]net.Addr, error) {
+	if _, real := nw.(proxyutil.RealNetwork); !real {
+		return nw.InterfaceAddrs()
+	}
+	ifs, err := hostInterfaces()
+	if err != nil {
+		return nil, err
+	}
+	var out []net.Addr
+	for _, ifc := range ifs {
+		if ifc.name == dev {
+			continue
+		}
+		addrs, err := ifc.addrs()
+		if err != nil {
+			return nil, fmt.Errorf("addresses of %s: %w", ifc.name, err)
+		}
+		out = append(out, addrs...)
 	}
 	return out, nil
 }

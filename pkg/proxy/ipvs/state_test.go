@@ -432,6 +432,16 @@ func TestRulesMissing(t *testing.T) {
 		{"dummy interface deleted", func(env *fakeEnv) { _ = env.netlink.DeleteDummyDevice(defaultDummyDevice) }},
 		{"set destroyed", func(env *fakeEnv) { _ = env.ipset.DestroySet("KUBE-LOOP-BACK") }},
 		{"virtual servers flushed", func(env *fakeEnv) { _ = env.ipvs.Flush() }},
+		// A real server deleted or re-weighted by hand leaves its virtual
+		// server in place; upstream re-lists real servers on every sync.
+		{"real server deleted", func(env *fakeEnv) {
+			vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
+			_ = env.ipvs.DeleteRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP(f.rpod(1)), Port: 8080})
+		}},
+		{"real server weight changed", func(env *fakeEnv) {
+			vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
+			_ = env.ipvs.UpdateRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP(f.rpod(1)), Port: 8080, Weight: 0})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
