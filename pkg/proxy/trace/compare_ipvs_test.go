@@ -136,6 +136,17 @@ add cni-allow 10.0.0.1
 			want:    []string{"ipvs virtual server 10.96.0.10:80/TCP real server 198.19.2.10:8080||weight 1 Masq"},
 		},
 		{
+			// Graceful termination: a removed endpoint drains at weight 0.
+			name:    "a draining real server is not a difference",
+			ipvsadm: plannedIPVSAdm + "-a -t 10.96.0.10:80 -r 198.19.3.10:8080 -m -w 0\n",
+		},
+		{
+			// A planned real server at weight 0 is still one (the weight differs).
+			name:    "a planned real server at weight 0",
+			ipvsadm: replace(plannedIPVSAdm, "-a -t 10.96.0.10:80 -r 198.19.2.10:8080 -m -w 1", "-a -t 10.96.0.10:80 -r 198.19.2.10:8080 -m -w 0"),
+			want:    []string{"ipvs virtual server 10.96.0.10:80/TCP real server 198.19.2.10:8080|weight 0 Masq|weight 1 Masq"},
+		},
+		{
 			name:    "a real server not expected",
 			ipvsadm: plannedIPVSAdm + "-a -t 10.96.0.10:80 -r 198.19.3.10:8080 -m -w 1\n",
 			want:    []string{"ipvs virtual server 10.96.0.10:80/TCP real server 198.19.3.10:8080|weight 1 Masq|"},
