@@ -66,6 +66,12 @@ func TestDatapathInVM(t *testing.T) {
 		}
 		tools[tool] = p
 	}
+	// Optional: util-linux's nsenter, for `kube-proxy trace --netns` in
+	// TestTracePredictsDatapath; busybox's applet runs its own `ip` applet instead of
+	// iproute2's, which has no -j.
+	if p, err := exec.LookPath("nsenter"); err == nil {
+		tools["nsenter"] = p
+	}
 	modes := guestModes
 	if m := os.Getenv("KUBE_PROXY_VM_E2E_MODES"); m != "" {
 		modes = strings.Fields(strings.ReplaceAll(m, ",", " "))
@@ -227,7 +233,10 @@ func buildDatapathInitramfs(k *Kernel, busybox, kubeProxy, e2e string, tools map
 	if err := r.AddIPTables(tools["xtables-nft-multi"], tools["xtables-legacy-multi"]); err != nil {
 		return err
 	}
-	for _, tool := range []string{"ipset", "ipvsadm", "ip", "nft", "conntrack", "sysctl"} {
+	for _, tool := range []string{"ipset", "ipvsadm", "ip", "nft", "conntrack", "sysctl", "nsenter"} {
+		if tools[tool] == "" {
+			continue // optional, absent on the host
+		}
 		// In /usr/sbin, ahead of busybox's applets of the same name in PATH and in
 		// the archive (AddBusybox leaves taken paths alone).
 		if err := r.AddDynamic("usr/sbin/"+tool, tools[tool]); err != nil {
