@@ -1,4 +1,4 @@
-# Classifies "importer<TAB>imported<TAB>prod|test" lines by the layers of DESIGN.md §2 and prints
+# Classifies "importer<TAB>imported<TAB>prod|test" lines by the layers of CONTRIBUTING.md and prints
 # every violation as "importer -> imported (rule)". Used by hack/verify-imports.sh.
 
 function layer(p) {
@@ -26,7 +26,7 @@ function grpcpkg(p) { return p ~ /^k8s\.io\/kube-proxy\/pkg\/proxy\/localnode\/(
 
 function stdlib(p) { return p !~ /^[^\/]*\./ }
 
-# Modules every layer may use (DESIGN.md §2 "besides std, ...", plus small leaf helpers).
+# Modules every layer may use (CONTRIBUTING.md, "Boundaries", plus small leaf helpers).
 function common(p) {
 	return p ~ /^k8s\.io\/(api|apimachinery|client-go|component-base|component-helpers|utils)\// ||
 		p ~ /^k8s\.io\/klog\/v2(\/|$)/ || p ~ /^github\.com\/go-logr\/logr(\/|$)/ || p ~ /^sigs\.k8s\.io\/yaml(\/|$)/ ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Enforces the import boundaries of ../DESIGN.md §2 (mirrored in CONTRIBUTING.md) over both
+# Enforces the import boundaries of CONTRIBUTING.md ("Boundaries") over both
 # modules, using `go list` so build tags and test files are seen the way the compiler sees them.
 #
 #   hack/verify-imports.sh              check the tree; print `importer -> imported (rule)` per violation
@@ -17,7 +17,7 @@
 #                       (pkg/proxy/{iptables,nftables,ipvs,winkernel,metaproxier}).
 #   backend-no-backend  a backend imports no other backend, metaproxier excepted.
 #   only-cmd-imports-cmd
-#   layer-allowlist     non-test imports of a layer stay within what DESIGN.md allows it; gRPC and
+#   layer-allowlist     non-test imports of a layer stay within what CONTRIBUTING.md allows it; gRPC and
 #                       protobuf only in pkg/proxy/localnode/{api/v1,server,client}.
 set -euo pipefail
 
@@ -105,7 +105,7 @@ case "${1:-}" in
 --self-test) self_test ;;
 "")
   if ! check_tree "$root"; then
-    echo "import boundaries violated (see DESIGN.md §2 / CONTRIBUTING.md)" >&2
+    echo "import boundaries violated (see CONTRIBUTING.md, "Boundaries")" >&2
     exit 1
   fi
   echo "import boundaries: ok"

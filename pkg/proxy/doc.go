@@ -8,7 +8,19 @@
 //
 // The exported API matches upstream Kubernetes v1.37's k8s.io/kubernetes/pkg/proxy
 // by name and signature, so out-of-tree proxies can switch by rewriting
-// imports. Beyond it, this package adds GetNodeHostIPs.
+// imports. Beyond it, this package adds, without changing anything upstream
+// callers use:
+//   - TrafficPolicy and ResolveTrafficPolicy: CategorizeEndpoints' decision for one
+//     service port, with the no-endpoints action (NoEndpointsAction) a rule writer
+//     needs, so that no proxier re-decides it;
+//   - UsableEndpoints, ServicePortProblem and EndpointProblem: which service ports and
+//     endpoints a proxier can program for a family, and why not;
+//   - TrackerHandlers and NewTrackerHandlers: the event half of Provider over the two
+//     change trackers, gating syncs until both informers have listed;
+//   - NewStaticNodeManager: NewNodeManager for an in-memory client (--manifests),
+//     which waits for nothing;
+//   - CompareServicePortNames, a total order for deterministic output;
+//   - GetNodeHostIPs, the node addresses as upstream's pkg/util/node computes them.
 //
 // Allowed imports: the standard library, k8s.io/{api,apimachinery,client-go,klog,utils},
 // and from this module pkg/features, pkg/proxy/config, pkg/proxy/metrics,

@@ -9,10 +9,11 @@ import (
 )
 
 // TrackerHandlers is the event half of Provider for a proxier that keeps its
-// state in a ServiceChangeTracker and an EndpointsChangeTracker, as the
-// iptables and nftables proxiers do. Embed the *TrackerHandlers returned by
-// NewTrackerHandlers in the proxier; the proxier itself still implements
-// Sync, SyncLoop and OnServiceCIDRsChanged.
+// state in a ServiceChangeTracker and an EndpointsChangeTracker. This module's
+// proxiers get it through their sync shell (pkg/proxy/syncshell), which embeds
+// it; a proxier written directly against Provider (as Calico's is) embeds the
+// *TrackerHandlers returned by NewTrackerHandlers and still implements Sync,
+// SyncLoop and OnServiceCIDRsChanged itself.
 //
 // It gates syncing on the informers: changes are recorded from the start,
 // but a sync is only requested once both Services and EndpointSlices have

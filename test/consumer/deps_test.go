@@ -63,7 +63,7 @@ func TestCoreLibraryLean(t *testing.T) {
 	forbidden := []string{
 		"k8s.io/client-go/kubernetes/fake",
 		"github.com/fsnotify/fsnotify",
-		"k8s.io/kube-proxy/pkg/proxy/manifest",
+		"k8s.io/kube-proxy/pkg/proxy/source/manifests",
 	}
 	deps := strings.Fields(string(out))
 	for _, f := range forbidden {

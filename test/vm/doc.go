@@ -4,7 +4,9 @@
 //
 // The pieces are independent so other tests can reuse them:
 //   - FetchKernel downloads a Debian cloud kernel package with `apt-get download` into a
-//     cache outside the repository and unpacks it once;
+//     cache outside the repository and unpacks it once; FetchKernelSpec does the same for
+//     any kernel of the matrix (KernelSpecs: Debian 11/12, Ubuntu 22.04/24.04), through a
+//     private, signature-checked apt root for archives the host does not list;
 //   - Initramfs builds a gzipped newc cpio in Go (busybox-static, a dependency closure of
 //     kernel modules, dynamically linked tools with the libraries ldd names, files and
 //     scripts) so no host cpio or root filesystem image is needed;

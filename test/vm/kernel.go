@@ -1,11 +1,16 @@
 package vm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -14,20 +19,28 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // ErrUnavailable marks a missing prerequisite (tool, kernel package): tests skip on it
 // rather than fail, because it says nothing about kube-proxy.
 var ErrUnavailable = errors.New("unavailable")
 
-// Kernel is an unpacked Debian kernel package.
+// Kernel is an unpacked kernel package (or, for Ubuntu, the image and modules packages
+// unpacked into one tree).
 type Kernel struct {
 	// Release is the kernel's `uname -r`, e.g. "6.1.0-56-cloud-amd64".
 	Release string
 	// Vmlinuz is the path of the bootable image.
 	Vmlinuz string
-	// ModulesDir is lib/modules/<Release> inside the unpacked package.
+	// ModulesDir is lib/modules/<Release> inside the unpacked package. Every module in
+	// it is an uncompressed .ko: compressed ones were decompressed when it was cached.
 	ModulesDir string
+	// Packages names the packages it was unpacked from, each with the SHA256 the
+	// download was checked against ("name version sha256").
+	Packages []string
 }
 
 // DefaultCacheDir is where kernels are cached unless KUBE_PROXY_VM_CACHE says otherwise.
@@ -43,69 +56,174 @@ func CacheDir() string {
 	return DefaultCacheDir
 }
 
-// cloudKernelRE matches the versioned Debian 12 cloud kernel packages. The cloud flavour
-// is chosen because it is small (few drivers) yet has IPVS, nf_tables, ip_set and
-// veth/dummy as modules and the 8250 serial console built in.
-var cloudKernelRE = regexp.MustCompile(`^linux-image-(6\.1\.0-([0-9]+)-cloud-amd64)$`)
-
-// kernelCandidates lists the packages to try, newest ABI first. KUBE_PROXY_VM_KERNEL
-// (a package name) pins one. The archive drops old ABIs after security updates, so a
-// fixed name would rot; apt-cache reads only the local package lists.
-func kernelCandidates(ctx context.Context) ([]string, error) {
-	if p := os.Getenv("KUBE_PROXY_VM_KERNEL"); p != "" {
-		return []string{p}, nil
-	}
-	out, err := exec.CommandContext(ctx, "apt-cache", "search", "--names-only", `^linux-image-6\.1\.0-[0-9]+-cloud-amd64$`).Output()
-	if err != nil {
-		return nil, fmt.Errorf("%w: apt-cache search for a cloud kernel: %w", ErrUnavailable, err)
-	}
-	type cand struct {
-		name string
-		abi  int
-	}
-	var cs []cand
-	for _, line := range strings.Split(string(out), "\n") {
-		name, _, _ := strings.Cut(line, " ")
-		m := cloudKernelRE.FindStringSubmatch(name)
-		if m == nil {
-			continue
-		}
-		abi, _ := strconv.Atoi(m[2])
-		cs = append(cs, cand{name, abi})
-	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].abi > cs[j].abi })
-	var names []string
-	for _, c := range cs {
-		names = append(names, c.name)
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("%w: apt-cache knows no linux-image-6.1.0-*-cloud-amd64 package (run apt-get update?)", ErrUnavailable)
-	}
-	return names, nil
+// AptRepo is a package archive the host's apt sources do not list. It is used through a
+// private apt configuration under the cache (its own sources, lists and trust), so the
+// host's apt state is never changed and apt itself verifies the archive's signature and
+// every download's hash.
+type AptRepo struct {
+	// Name is the directory under <cache>/apt holding the private apt state.
+	Name string
+	// Sources are one-line sources without options: "http://host/debian bullseye main".
+	Sources []string
+	// Keyring is a host keyring file that signs the archive (Debian's ship with
+	// debian-archive-keyring). Either it or Fingerprint is set.
+	Keyring string
+	// Fingerprint pins the archive's signing key when the host has no keyring for it.
+	// The key material comes from KeyringPackage, fetched from the same archive before
+	// its signature can be checked; apt then accepts only signatures by this
+	// fingerprint, so a tampered keyring package cannot make a tampered archive pass.
+	Fingerprint    string
+	KeyringPackage string // "ubuntu-keyring"
+	KeyringSource  string // the source serving it: "http://archive.ubuntu.com/ubuntu noble main"
+	KeyringFile    string // path inside it: "usr/share/keyrings/ubuntu-archive-keyring.gpg"
 }
 
-// FetchKernel returns a cached kernel, downloading and unpacking the newest cloud kernel
-// package that apt can fetch when none is cached. Errors wrap ErrUnavailable when the
-// package cannot be had.
-func FetchKernel(ctx context.Context) (*Kernel, error) {
-	names, err := kernelCandidates(ctx)
-	if err != nil {
-		return nil, err
+// KernelSpec names one kernel of the matrix and says how to get it.
+type KernelSpec struct {
+	// Name identifies it in KUBE_PROXY_VM_KERNELS and in test names: "debian12-6.1".
+	Name string
+	// Distro is what operators run it as: "Debian 12 (bookworm)".
+	Distro string
+	// Repo is nil for the host's own apt sources.
+	Repo *AptRepo
+	// Image matches the package holding the kernel image, newest ABI wanted; its first
+	// group is the release (uname -r).
+	Image *regexp.Regexp
+	// Extra are more packages to unpack into the same tree, "%s" standing for the
+	// release: Ubuntu ships most modules apart from the image.
+	Extra []string
+}
+
+// Debian's and Ubuntu's archives. bullseye is not in this host's apt sources but is
+// signed by a key debian-archive-keyring ships. Ubuntu's key is pinned by fingerprint
+// (Ubuntu Archive Automatic Signing Key (2018) <ftpmaster@ubuntu.com>).
+var (
+	debianBullseye = &AptRepo{
+		Name: "debian11",
+		Sources: []string{
+			"http://deb.debian.org/debian bullseye main",
+			"http://deb.debian.org/debian-security bullseye-security main",
+		},
+		Keyring: "/usr/share/keyrings/debian-archive-keyring.gpg",
 	}
-	cache := CacheDir()
-	// A cached kernel wins over a newer one that would need a download: runs stay offline
-	// and comparable.
-	for _, name := range names {
-		if k, err := cachedKernel(filepath.Join(cache, strings.TrimPrefix(name, "linux-image-"))); err == nil {
-			return k, nil
+	ubuntu = &AptRepo{
+		Name: "ubuntu",
+		Sources: []string{
+			"http://archive.ubuntu.com/ubuntu jammy-updates main",
+			"http://archive.ubuntu.com/ubuntu jammy-security main",
+			"http://archive.ubuntu.com/ubuntu noble-updates main",
+			"http://archive.ubuntu.com/ubuntu noble-security main",
+		},
+		Fingerprint:    "F6ECB3762474EDA9D21B7022871920D1991BC93C",
+		KeyringPackage: "ubuntu-keyring",
+		KeyringSource:  "http://archive.ubuntu.com/ubuntu noble main",
+		KeyringFile:    "usr/share/keyrings/ubuntu-archive-keyring.gpg",
+	}
+)
+
+// KernelSpecs is the matrix, oldest kernel first. Cloud flavours where the distribution
+// has one (small, IPVS/nf_tables/ip_set/veth as modules, the 8250 serial console built
+// in); Ubuntu's generic, whose netfilter modules are all in linux-modules (none of
+// kube-proxy's needs linux-modules-extra).
+var KernelSpecs = []KernelSpec{
+	{Name: "debian11-5.10", Distro: "Debian 11 (bullseye)", Repo: debianBullseye,
+		Image: regexp.MustCompile(`^linux-image-(5\.10\.0-[0-9]+-cloud-amd64)$`)},
+	{Name: "ubuntu22.04-5.15", Distro: "Ubuntu 22.04 (jammy)", Repo: ubuntu,
+		Image: regexp.MustCompile(`^linux-image-(5\.15\.0-[0-9]+-generic)$`), Extra: []string{"linux-modules-%s"}},
+	{Name: "debian12-6.1", Distro: "Debian 12 (bookworm)",
+		Image: regexp.MustCompile(`^linux-image-(6\.1\.0-[0-9]+-cloud-amd64)$`)},
+	{Name: "ubuntu24.04-6.8", Distro: "Ubuntu 24.04 (noble)", Repo: ubuntu,
+		Image: regexp.MustCompile(`^linux-image-(6\.8\.0-[0-9]+-generic)$`), Extra: []string{"linux-modules-%s"}},
+	{Name: "debian12-6.12", Distro: "Debian 12 (bookworm, the 6.12 kernel of its point releases)",
+		Image: regexp.MustCompile(`^linux-image-(6\.12\.[0-9]+\+deb12-cloud-amd64)$`)},
+}
+
+// DefaultKernelSpec is the kernel FetchKernel returns: Debian 12's.
+const DefaultKernelSpec = "debian12-6.1"
+
+// DefaultKernelMatrix is what runs when KUBE_PROXY_VM_KERNELS is unset: Debian 12's
+// kernel, the one FetchKernel's callers already download, so CI pays one more guest
+// boot (about two minutes under TCG) and no download. Each further kernel costs a
+// download on a fresh machine and a boot; "all" runs the five (README.md has the times).
+const DefaultKernelMatrix = "debian12-6.1"
+
+// SelectedKernelSpecs returns the specs KUBE_PROXY_VM_KERNELS names (comma-separated
+// names, or "all"), DefaultKernelMatrix when it is unset.
+func SelectedKernelSpecs() ([]KernelSpec, error) {
+	sel := os.Getenv("KUBE_PROXY_VM_KERNELS")
+	if sel == "" {
+		sel = DefaultKernelMatrix
+	}
+	return selectSpecs(sel)
+}
+
+func selectSpecs(sel string) ([]KernelSpec, error) {
+	if strings.TrimSpace(sel) == "all" {
+		return KernelSpecs, nil
+	}
+	var out []KernelSpec
+	for _, name := range strings.Split(sel, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
 		}
+		s, ok := LookupKernelSpec(name)
+		if !ok {
+			var known []string
+			for _, s := range KernelSpecs {
+				known = append(known, s.Name)
+			}
+			return nil, fmt.Errorf("KUBE_PROXY_VM_KERNELS: unknown kernel %q (known: %s, or all)", name, strings.Join(known, ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// LookupKernelSpec returns the spec called name.
+func LookupKernelSpec(name string) (KernelSpec, bool) {
+	for _, s := range KernelSpecs {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return KernelSpec{}, false
+}
+
+// FetchKernel returns Debian 12's kernel (DefaultKernelSpec), cached or downloaded.
+// KUBE_PROXY_VM_KERNEL (a package name) picks another package of the host's apt sources.
+// Errors wrap ErrUnavailable when no package can be had.
+func FetchKernel(ctx context.Context) (*Kernel, error) {
+	spec, _ := LookupKernelSpec(DefaultKernelSpec)
+	if p := os.Getenv("KUBE_PROXY_VM_KERNEL"); p != "" {
+		release := strings.TrimPrefix(p, "linux-image-")
+		spec.Image = regexp.MustCompile(`^linux-image-(` + regexp.QuoteMeta(release) + `)$`)
+	}
+	return FetchKernelSpec(ctx, spec)
+}
+
+// FetchKernelSpec returns the newest cached kernel matching spec, or downloads,
+// verifies and unpacks the newest one its archive serves. A cached kernel wins over a
+// newer one that would need a download: runs stay offline and comparable.
+func FetchKernelSpec(ctx context.Context, spec KernelSpec) (*Kernel, error) {
+	cache := CacheDir()
+	if k := newestCached(cache, spec); k != nil {
+		return k, nil
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fmt.Errorf("creating kernel cache %s: %w", cache, err)
 	}
+	apt, err := aptFor(ctx, cache, spec.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("%w: kernel %s: %w", ErrUnavailable, spec.Name, err)
+	}
+	names, err := apt.candidates(ctx, spec.Image)
+	if err != nil {
+		return nil, fmt.Errorf("%w: kernel %s: %w", ErrUnavailable, spec.Name, err)
+	}
 	var errs []error
 	for _, name := range names {
-		k, err := downloadKernel(ctx, cache, name)
+		k, err := downloadKernel(ctx, cache, apt, spec, name)
 		if err == nil {
 			return k, nil
 		}
@@ -114,12 +232,55 @@ func FetchKernel(ctx context.Context) (*Kernel, error) {
 			break // the archive keeps only the newest few; older ones will fail the same way
 		}
 	}
-	return nil, fmt.Errorf("%w: no kernel package could be downloaded: %w", ErrUnavailable, errors.Join(errs...))
+	return nil, fmt.Errorf("%w: kernel %s: no package could be downloaded: %w", ErrUnavailable, spec.Name, errors.Join(errs...))
 }
+
+// newestCached returns the newest complete kernel in cache whose image package matches
+// spec, or nil.
+func newestCached(cache string, spec KernelSpec) *Kernel {
+	dirs, _ := os.ReadDir(cache)
+	var best *Kernel
+	for _, d := range dirs {
+		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		if !spec.Image.MatchString("linux-image-" + d.Name()) {
+			continue
+		}
+		k, err := cachedKernel(filepath.Join(cache, d.Name()))
+		if err != nil {
+			continue
+		}
+		if best == nil || versionLess(best.Release, k.Release) {
+			best = k
+		}
+	}
+	return best
+}
+
+// versionLess compares the digit runs of two releases numerically: "6.12.9" < "6.12.10",
+// "5.10.0-9-cloud" < "5.10.0-10-cloud".
+func versionLess(a, b string) bool {
+	na, nb := digitRE.FindAllString(a, -1), digitRE.FindAllString(b, -1)
+	for i := 0; i < len(na) && i < len(nb); i++ {
+		x, _ := strconv.Atoi(na[i])
+		y, _ := strconv.Atoi(nb[i])
+		if x != y {
+			return x < y
+		}
+	}
+	if len(na) != len(nb) {
+		return len(na) < len(nb)
+	}
+	return a < b
+}
+
+var digitRE = regexp.MustCompile(`[0-9]+`)
 
 // cachedKernel returns the kernel unpacked in dir if its unpacking completed.
 func cachedKernel(dir string) (*Kernel, error) {
-	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
+	marker, err := os.ReadFile(filepath.Join(dir, ".complete"))
+	if err != nil {
 		return nil, err
 	}
 	mods, err := filepath.Glob(filepath.Join(dir, "lib/modules/*"))
@@ -131,35 +292,258 @@ func cachedKernel(dir string) (*Kernel, error) {
 	if _, err := os.Stat(vmlinuz); err != nil {
 		return nil, fmt.Errorf("kernel cache %s: %w", dir, err)
 	}
-	return &Kernel{Release: release, Vmlinuz: vmlinuz, ModulesDir: mods[0]}, nil
+	var pkgs []string
+	for _, l := range strings.Split(strings.TrimSpace(string(marker)), "\n") {
+		if l != "" {
+			pkgs = append(pkgs, l)
+		}
+	}
+	return &Kernel{Release: release, Vmlinuz: vmlinuz, ModulesDir: mods[0], Packages: pkgs}, nil
 }
 
-// downloadKernel fetches package name into cache/<release>. It unpacks into a temporary
-// directory and renames it, so a killed run never leaves a half-unpacked kernel that a
-// later run would trust.
-func downloadKernel(ctx context.Context, cache, name string) (*Kernel, error) {
+// aptClient runs apt-get and apt-cache, with a private configuration when env is set.
+type aptClient struct {
+	env []string // extra environment (APT_CONFIG=...), nil for the host's apt
+}
+
+func (a *aptClient) command(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), a.env...)
+	return cmd
+}
+
+// aptListsMaxAge is how old a private apt root's package lists may get before a
+// download refreshes them: archives drop superseded kernels within weeks.
+const aptListsMaxAge = 24 * time.Hour
+
+// aptFor returns an apt client for repo: the host's for nil, else a private apt root
+// under <cache>/apt/<repo.Name>, set up and refreshed as needed.
+func aptFor(ctx context.Context, cache string, repo *AptRepo) (*aptClient, error) {
+	if repo == nil {
+		return &aptClient{}, nil
+	}
+	root := filepath.Join(cache, "apt", repo.Name)
+	for _, d := range []string{"lists/partial", "cache/archives/partial", "etc/parts", "etc/prefs", "etc/trusted"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, fmt.Errorf("creating private apt root: %w", err)
+		}
+	}
+	conf := filepath.Join(root, "apt.conf")
+	// Every directory apt reads is the private root's, so no setting or source of the
+	// host's apt (proxies aside, which come from the environment) leaks in.
+	settings := fmt.Sprintf(`Dir::Etc::SourceList "%[1]s/sources.list";
+Dir::Etc::SourceParts "%[1]s/etc/none";
+Dir::Etc::Parts "%[1]s/etc/parts";
+Dir::Etc::Preferences "%[1]s/etc/none.pref";
+Dir::Etc::PreferencesParts "%[1]s/etc/prefs";
+Dir::Etc::Trusted "%[1]s/etc/none.gpg";
+Dir::Etc::TrustedParts "%[1]s/etc/trusted";
+Dir::State::Lists "%[1]s/lists";
+Dir::State::status "%[1]s/status";
+Dir::Cache "%[1]s/cache";
+APT::Architecture "amd64";
+APT::Architectures "amd64";
+Acquire::Languages "none";
+`, root)
+	if err := os.WriteFile(conf, []byte(settings), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(root, "status"), nil, 0o644); err != nil {
+		return nil, err
+	}
+	a := &aptClient{env: []string{"APT_CONFIG=" + conf}}
+
+	signedBy := repo.Keyring
+	if repo.Fingerprint != "" {
+		signedBy = repo.Fingerprint
+		keyring := filepath.Join(root, "etc/trusted", repo.Name+".gpg")
+		if _, err := os.Stat(keyring); err != nil {
+			if err := a.fetchKeyring(ctx, root, repo, keyring); err != nil {
+				return nil, err
+			}
+		}
+	} else if _, err := os.Stat(repo.Keyring); err != nil {
+		return nil, fmt.Errorf("keyring for %s: %w (apt-get install debian-archive-keyring)", repo.Name, err)
+	}
+	var sources strings.Builder
+	for _, s := range repo.Sources {
+		fmt.Fprintf(&sources, "deb [signed-by=%s] %s\n", signedBy, s)
+	}
+	if err := a.updateIfStale(ctx, root, sources.String()); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// fetchKeyring gets repo's keyring package from the archive itself, unverified (there
+// is nothing yet to verify it with), and installs its keyring where the private apt
+// trusts keys. The pinned fingerprint in the sources is what makes this safe: apt
+// accepts the archive only if that very key signed it.
+func (a *aptClient) fetchKeyring(ctx context.Context, root string, repo *AptRepo, keyring string) error {
+	sources := fmt.Sprintf("deb [trusted=yes] %s\n", repo.KeyringSource)
+	if err := os.WriteFile(filepath.Join(root, "sources.list"), []byte(sources), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(filepath.Join(root, "lists", ".updated")) // the signed update must run
+	if out, err := a.command(ctx, root, "apt-get", "-q", "update").CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get update (for %s): %w: %s", repo.KeyringPackage, err, bytes.TrimSpace(out))
+	}
+	tmp, err := os.MkdirTemp(root, ".keyring-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := a.command(ctx, tmp, "apt-get", "-q", "download", repo.KeyringPackage).CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get download %s: %w: %s", repo.KeyringPackage, err, bytes.TrimSpace(out))
+	}
+	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
+	if len(debs) != 1 {
+		return fmt.Errorf("apt-get download %s: want one .deb, found %v", repo.KeyringPackage, debs)
+	}
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], filepath.Join(tmp, "x")).CombinedOutput(); err != nil {
+		return fmt.Errorf("dpkg-deb -x %s: %w: %s", debs[0], err, bytes.TrimSpace(out))
+	}
+	data, err := os.ReadFile(filepath.Join(tmp, "x", repo.KeyringFile))
+	if err != nil {
+		return fmt.Errorf("keyring package %s: %w", repo.KeyringPackage, err)
+	}
+	// Drop the unverified lists: the next update fetches them again under the pin.
+	lists, _ := filepath.Glob(filepath.Join(root, "lists", "*_*"))
+	for _, l := range lists {
+		os.Remove(l)
+	}
+	return os.WriteFile(keyring, data, 0o644)
+}
+
+// updateIfStale writes the sources and runs apt-get update unless the lists were
+// fetched with the same sources less than aptListsMaxAge ago.
+func (a *aptClient) updateIfStale(ctx context.Context, root, sources string) error {
+	stamp := filepath.Join(root, "lists", ".updated")
+	if old, err := os.ReadFile(stamp); err == nil && string(old) == sources {
+		if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < aptListsMaxAge {
+			return nil
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "sources.list"), []byte(sources), 0o644); err != nil {
+		return err
+	}
+	out, err := a.command(ctx, root, "apt-get", "-q", "update").CombinedOutput()
+	// apt-get update exits 0 when a source failed to verify; its warnings say so.
+	if err == nil && (bytes.Contains(out, []byte("W: GPG error")) || bytes.Contains(out, []byte("is not signed"))) {
+		err = errors.New("signature check failed")
+	}
+	if err != nil {
+		return fmt.Errorf("apt-get update in %s: %w: %s", root, err, bytes.TrimSpace(out))
+	}
+	return os.WriteFile(stamp, []byte(sources), 0o644)
+}
+
+// candidates lists the image packages apt knows that match image, newest first.
+// apt-cache reads only the local package lists.
+func (a *aptClient) candidates(ctx context.Context, image *regexp.Regexp) ([]string, error) {
+	// apt-cache's own regex is POSIX; searching by a prefix and filtering here keeps
+	// the one Go expression authoritative.
+	prefix := image.String()
+	if i := strings.IndexAny(prefix, `([\`); i > 0 {
+		prefix = prefix[:i]
+	}
+	out, err := a.command(ctx, "", "apt-cache", "search", "--names-only", prefix).Output()
+	if err != nil {
+		return nil, fmt.Errorf("apt-cache search %s: %w", prefix, err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		if image.MatchString(name) {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return versionLess(names[j], names[i]) })
+	if len(names) == 0 {
+		return nil, fmt.Errorf("apt knows no package matching %s (run apt-get update?)", image)
+	}
+	return names, nil
+}
+
+// aptHash returns the version and SHA256 the package index gives for name's candidate.
+func (a *aptClient) aptHash(ctx context.Context, name string) (version, sum string, err error) {
+	out, err := a.command(ctx, "", "apt-cache", "show", "--no-all-versions", name).Output()
+	if err != nil {
+		return "", "", fmt.Errorf("apt-cache show %s: %w", name, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ": ")
+		switch k {
+		case "Version":
+			version = v
+		case "SHA256":
+			sum = v
+		}
+	}
+	if version == "" || len(sum) != 64 {
+		return "", "", fmt.Errorf("apt-cache show %s: no Version/SHA256", name)
+	}
+	return version, sum, nil
+}
+
+// downloadKernel fetches image package name (and spec's extras) into
+// cache/<release>. apt verifies the archive's signature and each file's hash; the
+// SHA256 of each .deb is checked once more here against the index entry and recorded
+// in .complete. It unpacks into a temporary directory and renames it, so a killed run
+// never leaves a half-unpacked kernel that a later run would trust.
+func downloadKernel(ctx context.Context, cache string, apt *aptClient, spec KernelSpec, name string) (*Kernel, error) {
+	m := spec.Image.FindStringSubmatch(name)
+	if m == nil {
+		return nil, fmt.Errorf("package %s does not match %s", name, spec.Image)
+	}
+	release := m[1]
+	pkgs := []string{name}
+	for _, e := range spec.Extra {
+		pkgs = append(pkgs, fmt.Sprintf(e, release))
+	}
 	tmp, err := os.MkdirTemp(cache, ".download-")
 	if err != nil {
 		return nil, fmt.Errorf("creating download directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, "apt-get", "download", name)
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("apt-get download %s: %w: %s", name, err, bytes.TrimSpace(out))
-	}
-	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	if len(debs) != 1 {
-		return nil, fmt.Errorf("apt-get download %s: want one .deb, found %v", name, debs)
-	}
 	unpacked := filepath.Join(tmp, "root")
-	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], unpacked).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("dpkg-deb -x %s: %w: %s", debs[0], err, bytes.TrimSpace(out))
+	var marker strings.Builder
+	for _, pkg := range pkgs {
+		version, sum, err := apt.aptHash(ctx, pkg)
+		if err != nil {
+			return nil, err
+		}
+		dl := filepath.Join(tmp, "dl-"+pkg)
+		if err := os.Mkdir(dl, 0o755); err != nil {
+			return nil, err
+		}
+		if out, err := apt.command(ctx, dl, "apt-get", "-q", "download", pkg+"="+version).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("apt-get download %s: %w: %s", pkg, err, bytes.TrimSpace(out))
+		}
+		debs, _ := filepath.Glob(filepath.Join(dl, "*.deb"))
+		if len(debs) != 1 {
+			return nil, fmt.Errorf("apt-get download %s: want one .deb, found %v", pkg, debs)
+		}
+		if got, err := fileSHA256(debs[0]); err != nil {
+			return nil, err
+		} else if got != sum {
+			return nil, fmt.Errorf("%s: SHA256 %s, the package index says %s", debs[0], got, sum)
+		}
+		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], unpacked).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("dpkg-deb -x %s: %w: %s", debs[0], err, bytes.TrimSpace(out))
+		}
+		os.Remove(debs[0])
+		fmt.Fprintf(&marker, "%s %s sha256:%s\n", pkg, version, sum)
 	}
-	if err := os.WriteFile(filepath.Join(unpacked, ".complete"), []byte(name+"\n"), 0o644); err != nil {
+	if err := decompressModules(ctx, filepath.Join(unpacked, "lib/modules", release)); err != nil {
+		return nil, fmt.Errorf("kernel %s: %w", release, err)
+	}
+	if err := os.WriteFile(filepath.Join(unpacked, ".complete"), []byte(marker.String()), 0o644); err != nil {
 		return nil, fmt.Errorf("marking %s complete: %w", name, err)
 	}
-	dir := filepath.Join(cache, strings.TrimPrefix(name, "linux-image-"))
+	dir := filepath.Join(cache, release)
 	if _, err := cachedKernel(dir); err != nil {
 		_ = os.RemoveAll(dir) // an incomplete earlier attempt
 	}
@@ -171,6 +555,95 @@ func downloadKernel(ctx context.Context, cache, name string) (*Kernel, error) {
 		return nil, fmt.Errorf("moving %s into the cache: %w", name, err)
 	}
 	return cachedKernel(dir)
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// decompressModules replaces every .ko.zst and .ko.xz under dir by the plain .ko, once,
+// when the kernel is cached. The host must read each module's .modinfo for the
+// dependency closure anyway, and the guest's busybox insmod (1.35) reads no zstd;
+// plain modules also spare a TCG guest the decompression. zstd is decoded in Go; xz,
+// for which the module graph has no decoder, by the host's xz or busybox's unxz, in
+// batches.
+func decompressModules(ctx context.Context, dir string) error {
+	var xzs []string
+	var dec *zstd.Decoder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		switch {
+		case strings.HasSuffix(p, ".ko.xz"):
+			xzs = append(xzs, p)
+		case strings.HasSuffix(p, ".ko.zst"):
+			if dec == nil {
+				var err error
+				if dec, err = zstd.NewReader(nil); err != nil {
+					return err
+				}
+			}
+			return unzstd(dec, p)
+		}
+		return nil
+	})
+	if dec != nil {
+		dec.Close()
+	}
+	if err != nil || len(xzs) == 0 {
+		return err
+	}
+	tool := []string{"xz", "-d"}
+	if _, err := exec.LookPath("xz"); err != nil {
+		bb, err := exec.LookPath("busybox")
+		if err != nil {
+			return fmt.Errorf("%w: %d modules are xz-compressed and neither xz nor busybox is installed", ErrUnavailable, len(xzs))
+		}
+		tool = []string{bb, "unxz"}
+	}
+	for len(xzs) > 0 {
+		n := min(len(xzs), 200)
+		args := append(append([]string{}, tool[1:]...), xzs[:n]...)
+		if out, err := exec.CommandContext(ctx, tool[0], args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w: %s", strings.Join(tool, " "), err, bytes.TrimSpace(out))
+		}
+		xzs = xzs[n:]
+	}
+	return nil
+}
+
+func unzstd(dec *zstd.Decoder, p string) error {
+	in, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := dec.Reset(in); err != nil {
+		return fmt.Errorf("zstd %s: %w", p, err)
+	}
+	dst := strings.TrimSuffix(p, ".zst")
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, dec); err != nil {
+		out.Close()
+		return fmt.Errorf("zstd %s: %w", p, err)
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Remove(p)
 }
 
 // DefaultModules are the module name patterns (path.Match on the name without .ko)

@@ -12,7 +12,7 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 
-	"k8s.io/kube-proxy/pkg/proxy/manifest"
+	"k8s.io/kube-proxy/pkg/proxy/source/manifests"
 )
 
 // connect sets s.Client: the manifests' in-memory API server with --manifests, else the
@@ -20,7 +20,7 @@ import (
 func (s *ProxyServer) connect(ctx context.Context, opts serverOptions) error {
 	logger := klog.FromContext(ctx)
 	if opts.manifests != "" {
-		s.manifests = manifest.NewSource(opts.manifests)
+		s.manifests = manifests.NewReader(opts.manifests)
 		res, err := s.manifests.Sync(ctx)
 		if err != nil {
 			return fmt.Errorf("--manifests: %w", err)
@@ -44,7 +44,7 @@ func (s *ProxyServer) connect(ctx context.Context, opts serverOptions) error {
 }
 
 // manifestHasNode reports whether the manifests hold the Node this kube-proxy runs as.
-func manifestHasNode(src *manifest.Source, name string) bool {
+func manifestHasNode(src *manifests.Reader, name string) bool {
 	for _, obj := range src.Objects() {
 		if n, ok := obj.(*v1.Node); ok && n.Name == name {
 			return true

@@ -21,6 +21,6 @@
 // to the service control manager.
 //
 // Allowed imports: everything in this module (the brain, the backends, the config API,
-// pkg/features, pkg/proxy/manifest), k8s.io/net-utils, and the k8s.io staging
+// pkg/features, pkg/proxy/source/manifests), k8s.io/net-utils, and the k8s.io staging
 // libraries except k8s.io/apiserver. Only cmd/ imports this package.
 package app

@@ -86,18 +86,23 @@ func (o localNodeServeOptions) tlsConfig() (*tls.Config, error) {
 	if o.certFile == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+	pair, err := reloadingKeyPair("--localnode-serve-tls-cert-file", o.certFile, "--localnode-serve-tls-private-key-file", o.keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--localnode-serve-tls-cert-file %q, --localnode-serve-tls-private-key-file %q: %w", o.certFile, o.keyFile, err)
+		return nil, err
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	// Both the key pair and the client CA bundle are read again when their files
+	// change, so rotating them needs no restart.
+	cfg := &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return pair.get(), nil },
+		MinVersion:     tls.VersionTLS12,
+	}
 	if o.clientCAFile != "" {
-		pool, err := loadCertPool("--localnode-serve-client-ca-file", o.clientCAFile)
+		pool, err := reloadingCertPool("--localnode-serve-client-ca-file", o.clientCAFile)
 		if err != nil {
 			return nil, err
 		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.ClientAuth = tls.RequireAnyClientCert
+		cfg.VerifyPeerCertificate = verifyClientAgainst(pool)
 	}
 	return cfg, nil
 }

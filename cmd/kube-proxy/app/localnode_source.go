@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,11 +123,14 @@ func (o clientTLSOptions) tlsConfig() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{RootCAs: pool, ServerName: o.serverName, MinVersion: tls.VersionTLS12}
 	if o.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+		// The client's key pair is read again when its files change, at the next
+		// connection; the CA bundle is read once (a server's rotated certificate is
+		// normally signed by the same CA).
+		pair, err := reloadingKeyPair("--"+o.flagPrefix+"tls-cert-file", o.certFile, "--"+o.flagPrefix+"tls-private-key-file", o.keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--%stls-cert-file %q, --%stls-private-key-file %q: %w", o.flagPrefix, o.certFile, o.flagPrefix, o.keyFile, err)
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get(), nil }
 	}
 	return cfg, nil
 }
@@ -240,6 +245,9 @@ type localNodeFeed struct {
 	nodeMu          sync.Mutex
 	nodeGen         uint64
 	nodeDeleteGrace time.Duration
+	// nodeDeletes counts the delayed deletions not yet run, so tests can wait for
+	// them instead of guessing how late a timer fires on a loaded machine.
+	nodeDeletes sync.WaitGroup
 
 	// firstState is closed when the source has delivered its first complete state (it
 	// signals the Node synced last); failed when the source stopped early.
@@ -249,8 +257,8 @@ type localNodeFeed struct {
 	runErr     error
 
 	mu sync.Mutex
-	// pending holds what arrived before attach, replayed to the targets in order.
-	pending  []func(eventHandler)
+	// pending holds what arrived before attach, for the targets to start from.
+	pending  pendingFeed
 	targets  []eventHandler
 	attached bool
 	// otherNode is the name of a Node the server served that is not this node's.
@@ -334,19 +342,64 @@ func (f *localNodeFeed) attach(targets ...eventHandler) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.targets = targets
-	for _, ev := range f.pending {
-		for _, t := range f.targets {
-			ev(t)
-		}
-	}
-	f.pending, f.attached = nil, true
+	f.pending.replay(targets)
+	f.pending, f.attached = pendingFeed{}, true
 }
 
-func (f *localNodeFeed) dispatch(ev func(eventHandler)) {
+// pendingFeed is what the feed received before it was attached, reduced to the state
+// the targets start from: each object's latest version (an object added and deleted
+// meanwhile leaves nothing), the latest ServiceCIDR union and which kinds have synced.
+// The server may change objects any number of times before attach, so a log of events
+// would grow with the churn; this is bounded by the objects that exist, which the
+// client's Limits bound.
+type pendingFeed struct {
+	services       map[string]*v1.Service
+	slices         map[string]*discovery.EndpointSlice
+	servicesSynced bool
+	slicesSynced   bool
+	// cidrs is the latest ServiceCIDR union handed on, if any.
+	cidrs     []string
+	haveCIDRs bool
+}
+
+func objectKey(namespace, name string) string { return namespace + "/" + name }
+
+func setPending[T any](m *map[string]T, key string, obj T) {
+	if *m == nil {
+		*m = map[string]T{}
+	}
+	(*m)[key] = obj
+}
+
+// replay hands the state to targets as informers would start: each kind's adds, then
+// its synced signal, then the ServiceCIDRs. Targets see nothing before this, so each
+// object is an add, whatever happened to it before.
+func (p *pendingFeed) replay(targets []eventHandler) {
+	for _, t := range targets {
+		for _, key := range slices.Sorted(maps.Keys(p.services)) {
+			t.OnServiceAdd(p.services[key])
+		}
+		if p.servicesSynced {
+			t.OnServiceSynced()
+		}
+		for _, key := range slices.Sorted(maps.Keys(p.slices)) {
+			t.OnEndpointSliceAdd(p.slices[key])
+		}
+		if p.slicesSynced {
+			t.OnEndpointSlicesSynced()
+		}
+		if ch, ok := t.(config.ServiceCIDRHandler); ok && p.haveCIDRs {
+			ch.OnServiceCIDRsChanged(p.cidrs)
+		}
+	}
+}
+
+// deliver hands an event to the targets once attached, or records it in pending.
+func (f *localNodeFeed) deliver(record func(p *pendingFeed), ev func(eventHandler)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.attached {
-		f.pending = append(f.pending, ev)
+		record(&f.pending)
 		return
 	}
 	for _, t := range f.targets {
@@ -355,28 +408,36 @@ func (f *localNodeFeed) dispatch(ev func(eventHandler)) {
 }
 
 func (f *localNodeFeed) OnServiceAdd(svc *v1.Service) {
-	f.dispatch(func(h eventHandler) { h.OnServiceAdd(svc) })
+	f.deliver(func(p *pendingFeed) { setPending(&p.services, objectKey(svc.Namespace, svc.Name), svc) },
+		func(h eventHandler) { h.OnServiceAdd(svc) })
 }
 func (f *localNodeFeed) OnServiceUpdate(old, svc *v1.Service) {
-	f.dispatch(func(h eventHandler) { h.OnServiceUpdate(old, svc) })
+	f.deliver(func(p *pendingFeed) { setPending(&p.services, objectKey(svc.Namespace, svc.Name), svc) },
+		func(h eventHandler) { h.OnServiceUpdate(old, svc) })
 }
 func (f *localNodeFeed) OnServiceDelete(svc *v1.Service) {
-	f.dispatch(func(h eventHandler) { h.OnServiceDelete(svc) })
+	f.deliver(func(p *pendingFeed) { delete(p.services, objectKey(svc.Namespace, svc.Name)) },
+		func(h eventHandler) { h.OnServiceDelete(svc) })
 }
 func (f *localNodeFeed) OnServiceSynced() {
-	f.dispatch(func(h eventHandler) { h.OnServiceSynced() })
+	f.deliver(func(p *pendingFeed) { p.servicesSynced = true },
+		func(h eventHandler) { h.OnServiceSynced() })
 }
 func (f *localNodeFeed) OnEndpointSliceAdd(s *discovery.EndpointSlice) {
-	f.dispatch(func(h eventHandler) { h.OnEndpointSliceAdd(s) })
+	f.deliver(func(p *pendingFeed) { setPending(&p.slices, objectKey(s.Namespace, s.Name), s) },
+		func(h eventHandler) { h.OnEndpointSliceAdd(s) })
 }
 func (f *localNodeFeed) OnEndpointSliceUpdate(old, s *discovery.EndpointSlice) {
-	f.dispatch(func(h eventHandler) { h.OnEndpointSliceUpdate(old, s) })
+	f.deliver(func(p *pendingFeed) { setPending(&p.slices, objectKey(s.Namespace, s.Name), s) },
+		func(h eventHandler) { h.OnEndpointSliceUpdate(old, s) })
 }
 func (f *localNodeFeed) OnEndpointSliceDelete(s *discovery.EndpointSlice) {
-	f.dispatch(func(h eventHandler) { h.OnEndpointSliceDelete(s) })
+	f.deliver(func(p *pendingFeed) { delete(p.slices, objectKey(s.Namespace, s.Name)) },
+		func(h eventHandler) { h.OnEndpointSliceDelete(s) })
 }
 func (f *localNodeFeed) OnEndpointSlicesSynced() {
-	f.dispatch(func(h eventHandler) { h.OnEndpointSlicesSynced() })
+	f.deliver(func(p *pendingFeed) { p.slicesSynced = true },
+		func(h eventHandler) { h.OnEndpointSlicesSynced() })
 }
 
 // OnTopologyChange is dropped: the topology reaches the proxier from the Node in the
@@ -430,7 +491,9 @@ func (f *localNodeFeed) OnNodeDelete(node *v1.Node) {
 	gen := f.nodeGen
 	f.logger.Info("The node-local state server no longer serves this node's Node; removing it unless it comes back",
 		"node", klog.KObj(node), "grace", f.nodeDeleteGrace)
+	f.nodeDeletes.Add(1)
 	time.AfterFunc(f.nodeDeleteGrace, func() {
+		defer f.nodeDeletes.Done()
 		f.nodeMu.Lock()
 		defer f.nodeMu.Unlock()
 		if f.nodeGen != gen {

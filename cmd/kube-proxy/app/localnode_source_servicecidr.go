@@ -53,11 +53,12 @@ func (f *localNodeFeed) serviceCIDRsChanged(old, cur *networkingv1.ServiceCIDR) 
 	}
 	f.cidrMu.Lock()
 	cidrs := f.cidrs.apply(old, cur)
-	f.dispatch(func(h eventHandler) {
-		if ch, ok := h.(config.ServiceCIDRHandler); ok {
-			ch.OnServiceCIDRsChanged(cidrs)
-		}
-	})
+	f.deliver(func(p *pendingFeed) { p.cidrs, p.haveCIDRs = cidrs, true },
+		func(h eventHandler) {
+			if ch, ok := h.(config.ServiceCIDRHandler); ok {
+				ch.OnServiceCIDRsChanged(cidrs)
+			}
+		})
 	f.cidrMu.Unlock()
 }
 

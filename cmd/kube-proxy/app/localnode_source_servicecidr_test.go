@@ -51,7 +51,7 @@ func TestLocalNodeFeedServiceCIDRs(t *testing.T) {
 				f.OnServiceCIDRUpdate(extra, extra2)
 			},
 			want: []string{
-				"cidrs [10.96.0.0/16 fd00:96::/112]",
+				// What arrived before attach is handed on as the latest union, once.
 				"cidrs [10.96.0.0/16 fd00:96::/112]",
 				"cidrs [10.96.0.0/16 198.19.0.0/16 fd00:96::/112]",
 				// fd00:96::/112 stays: extra names it too.

@@ -270,12 +270,8 @@ func TestLocalNodeFeedNode(t *testing.T) {
 	}
 }
 
-// waitNodeWrites waits for the feed's delayed Node deletions that are due.
-func waitNodeWrites(f *localNodeFeed) {
-	time.Sleep(f.nodeDeleteGrace + 20*time.Millisecond)
-	f.nodeMu.Lock()
-	defer f.nodeMu.Unlock()
-}
+// waitNodeWrites waits until every delayed Node deletion the feed scheduled has run.
+func waitNodeWrites(f *localNodeFeed) { f.nodeDeletes.Wait() }
 
 // A Node that is no longer served is removed only after a grace period, and not at all
 // when it is served again meanwhile (a restarted server whose Node informer listed

@@ -9,8 +9,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"k8s.io/component-base/featuregate"
+
 	"k8s.io/klog/v2"
 
+	"k8s.io/kube-proxy/pkg/features"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/apis/config/loader"
 )
@@ -19,6 +22,7 @@ import (
 // starting anything.
 func parseAndComplete(t *testing.T, args []string) (*Options, error) {
 	t.Helper()
+	restoreFeatureGates(t)
 	o := NewOptions()
 	fs := pflag.NewFlagSet("kube-proxy", pflag.ContinueOnError)
 	fs.SetOutput(&strings.Builder{})
@@ -30,6 +34,32 @@ func parseAndComplete(t *testing.T, args []string) (*Options, error) {
 		return o, err
 	}
 	return o, o.Validate()
+}
+
+// restoreFeatureGates puts kube-proxy's process-wide gates back as they are now when the
+// test ends: Complete applies --feature-gates to them, and a later test in the package
+// would otherwise run with, say, KubeProxyIPVS=false.
+func restoreFeatureGates(t *testing.T) {
+	t.Helper()
+	saved := map[string]bool{}
+	for f := range features.DefaultMutableFeatureGate.GetAll() {
+		saved[string(f)] = features.DefaultFeatureGate.Enabled(f)
+	}
+	t.Cleanup(func() {
+		// Only what changed is set back: setting a GA or deprecated gate logs a warning.
+		changed := map[string]bool{}
+		for name, on := range saved {
+			if features.DefaultFeatureGate.Enabled(featuregate.Feature(name)) != on {
+				changed[name] = on
+			}
+		}
+		if len(changed) == 0 {
+			return
+		}
+		if err := features.DefaultMutableFeatureGate.SetFromMap(changed); err != nil {
+			t.Errorf("restoring feature gates: %v", err)
+		}
+	})
 }
 
 func writeConfig(t *testing.T, body string) string {

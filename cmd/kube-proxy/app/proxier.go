@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -43,8 +44,19 @@ type proxierMode struct {
 	checkAvailable func(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration) error
 }
 
-// checkModeAvailable runs the mode's checkAvailable, if it has one.
+// hostKernelInfo probes the running kernel; tests replace it.
+var hostKernelInfo = newHostKernel
+
+// checkModeAvailable refuses a mode the running kernel lacks a facility for (naming
+// it, see kernelcheck.go), then runs the mode's checkAvailable, if it has one.
 func checkModeAvailable(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfiguration) error {
+	unknown, err := checkKernelFor(cfg.Mode, hostKernelInfo(), os.Getenv)
+	if len(unknown) > 0 {
+		klog.FromContext(ctx).V(2).Info("Cannot tell whether the kernel has these; not refusing the mode for them", "mode", cfg.Mode, "unknown", unknown)
+	}
+	if err != nil {
+		return err
+	}
 	if m, ok := proxierModes[cfg.Mode]; ok && m.checkAvailable != nil {
 		return m.checkAvailable(ctx, cfg)
 	}

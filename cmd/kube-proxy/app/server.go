@@ -22,9 +22,9 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/config"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
-	"k8s.io/kube-proxy/pkg/proxy/manifest"
 	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/source"
+	"k8s.io/kube-proxy/pkg/proxy/source/manifests"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 
@@ -71,7 +71,7 @@ type ProxyServer struct {
 	Proxier proxy.Provider
 
 	flags           *pflag.FlagSet
-	manifests       *manifest.Source
+	manifests       *manifests.Reader
 	manifestsRescan time.Duration
 	// dryRun collects what the proxiers would program; nil when not a dry run.
 	dryRun       *dryRunOutput

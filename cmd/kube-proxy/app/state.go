@@ -280,16 +280,16 @@ func renderState(out io.Writer, format, instance string, revision uint64, ops []
 // complete. So any of those errors ends the command at once, naming the
 // files and lines.
 func readManifestsOnce(ctx context.Context, m *manifestsource.Source) error {
-	res, err := m.Manifest().Sync(ctx)
+	res, err := m.Reader().Sync(ctx)
 	if err != nil {
-		return fmt.Errorf("--manifests %q: %w", m.Manifest().Path(), err)
+		return fmt.Errorf("--manifests %q: %w", m.Reader().Path(), err)
 	}
 	if len(res.Problems) > 0 {
 		errs := make([]error, 0, len(res.Problems))
 		for _, p := range res.Problems {
 			errs = append(errs, p)
 		}
-		return fmt.Errorf("--manifests %q: %d documents could not be read: %w", m.Manifest().Path(), len(res.Problems), errors.Join(errs...))
+		return fmt.Errorf("--manifests %q: %d documents could not be read: %w", m.Reader().Path(), len(res.Problems), errors.Join(errs...))
 	}
 	return nil
 }

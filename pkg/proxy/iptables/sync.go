@@ -27,14 +27,14 @@ var (
 
 // ValidServicePort leaves out service ports no rule can be written for.
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	why := proxy.ServicePortProblem(b.ipFamily, svc)
+	var why string
 	if info, ok := svc.(*servicePortInfo); !ok {
 		why = fmt.Sprintf("unexpected type %T", svc)
-	} else if why == "" {
+	} else {
 		why = info.invalid
 	}
 	if why != "" {
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", why)
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", why)
 		return false
 	}
 	return true

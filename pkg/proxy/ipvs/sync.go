@@ -45,27 +45,19 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 	return out, err
 }
 
-// ValidServicePort leaves out service ports nothing can be programmed for.
+// ValidServicePort leaves out service ports of a foreign type: the proxier reads
+// its own servicePortInfo (the shell has already left out what no backend can
+// program).
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	why := proxy.ServicePortProblem(b.ipFamily, svc)
 	if _, ok := svc.(*servicePortInfo); !ok {
-		why = fmt.Sprintf("unexpected type %T", svc)
-	}
-	if why != "" {
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePortName", name.String(), "reason", why)
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", fmt.Sprintf("unexpected type %T", svc))
 		return false
 	}
 	return true
 }
 
-// ValidEndpoint leaves out endpoints that cannot be real servers.
-func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	if why := proxy.EndpointProblem(b.ipFamily, ep); why != "" {
-		b.logger.Error(nil, "Skipping endpoint", "servicePortName", name.String(), "endpoint", ep.String(), "reason", why)
-		return false
-	}
-	return true
-}
+// ValidEndpoint accepts every endpoint the shell let through.
+func (b *rulesBackend) ValidEndpoint(proxy.ServicePortName, proxy.Endpoint) bool { return true }
 
 func endpointKey(ep proxy.Endpoint) (rsKey, error) {
 	a, err := netip.ParseAddr(ep.IP())

@@ -12,7 +12,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy"
-	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 )
 
 // EndpointLocation is implemented by proxy.Endpoint values that know the node and zone
@@ -77,13 +76,14 @@ func (c *Computer) Compute(ctx context.Context, services proxy.ServicePortMap, e
 	})
 }
 
-// ComputeUpdate is Compute over what a sync shell hands its backend: the traffic
-// policies the shell resolved are used as they are, so the brain decides them once for
-// every backend. A full update recomputes every port.
-func (c *Computer) ComputeUpdate(ctx context.Context, u *syncshell.Update) *State {
-	return c.compute(ctx, u.Services, u.Endpoints, u.Full, func(spn proxy.ServicePortName, _ proxy.ServicePort) *proxy.TrafficPolicy {
-		return u.Policy(spn)
-	})
+// ComputeResolved is Compute with each port's traffic policy already resolved, as a
+// sync loop that decides it once for every backend has it (proxyrun's, from its sync
+// shell): policy returns the port's policy, or nil to leave the port out. With full,
+// every port is converted again; otherwise ports whose inputs are unchanged since the
+// last call are reused. The returned State is read-only, as Compute's.
+func (c *Computer) ComputeResolved(ctx context.Context, services proxy.ServicePortMap, endpoints proxy.EndpointsMap, full bool,
+	policy func(proxy.ServicePortName, proxy.ServicePort) *proxy.TrafficPolicy) *State {
+	return c.compute(ctx, services, endpoints, full, policy)
 }
 
 // compute converts every port whose inputs changed since the last call (all of them if

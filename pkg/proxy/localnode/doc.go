@@ -11,7 +11,7 @@
 //
 // The built-in nftables backend consumes this model too: a sync shell tells it which service
 // ports changed and it converts only those with Computer.ComputeServicePort, so a partial sync
-// costs what the change costs (ComputeUpdate builds a whole State, which is O(services) even
+// costs what the change costs (ComputeResolved builds a whole State, which is O(services) even
 // when one port changed). Service.InternalNoEndpoints and ExternalNoEndpoints give the
 // brain's reject/drop decision for traffic without an endpoint, so no backend re-decides it.
 //

@@ -7,15 +7,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"k8s.io/kube-proxy/pkg/proxy"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
-	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 )
 
 // TestComputeServicePortMatchesBrain checks that a backend converting one
-// changed port gets what ComputeUpdate gives for it, and that the
+// changed port gets what ComputeResolved gives for it, and that the
 // no-endpoint actions read back from the Service are the brain's.
 func TestComputeServicePortMatchesBrain(t *testing.T) {
 	v4 := []string{"10.0.0.10"}
@@ -58,19 +56,19 @@ func TestComputeServicePortMatchesBrain(t *testing.T) {
 				slices = append(slices, st.EndpointSlice("ns", "web", "web-1", "http", 8080, tc.eps...))
 			}
 			sm, em := brainMaps(t, v1.IPv4Protocol, []*v1.Service{tc.svc}, slices)
-			u := syncshell.NewUpdate(true, sm, em, nil, thisNode, nil)
-			want := NewComputer(IPv4).ComputeUpdate(context.Background(), u)
+			policy := resolver(sm, em)
+			want := NewComputer(IPv4).ComputeResolved(context.Background(), sm, em, true, policy)
 			if len(want.Services) != 1 {
-				t.Fatalf("ComputeUpdate gave %d services, want 1", len(want.Services))
+				t.Fatalf("ComputeResolved gave %d services, want 1", len(want.Services))
 			}
 			for spn, sp := range sm {
-				tp := u.Policy(spn)
+				tp := policy(spn, sp)
 				got, ok := NewComputer(IPv4).ComputeServicePort(context.Background(), spn, sp, tp)
 				if !ok {
 					t.Fatalf("ComputeServicePort left %s out", spn)
 				}
 				if !got.Equal(&want.Services[0]) {
-					t.Errorf("ComputeServicePort = %+v, ComputeUpdate = %+v", got, want.Services[0])
+					t.Errorf("ComputeServicePort = %+v, ComputeResolved = %+v", got, want.Services[0])
 				}
 				if a, b := got.InternalNoEndpoints(), tp.Internal; a != b || a != tc.wantInternal {
 					t.Errorf("InternalNoEndpoints = %v, brain %v, want %v", a, b, tc.wantInternal)
@@ -85,15 +83,15 @@ func TestComputeServicePortMatchesBrain(t *testing.T) {
 
 func TestComputeServicePortLeavesOut(t *testing.T) {
 	sm, em := brainMaps(t, v1.IPv4Protocol, []*v1.Service{st.Service("ns", "web", []string{"10.0.0.10"})}, nil)
-	u := syncshell.NewUpdate(true, sm, em, nil, thisNode, nil)
+	policy := resolver(sm, em)
 	for spn, sp := range sm {
-		if _, ok := NewComputer(IPv6).ComputeServicePort(context.Background(), spn, sp, u.Policy(spn)); ok {
+		if _, ok := NewComputer(IPv6).ComputeServicePort(context.Background(), spn, sp, policy(spn, sp)); ok {
 			t.Errorf("an IPv4 port was converted for IPv6")
 		}
 		if _, ok := NewComputer(IPv4).ComputeServicePort(context.Background(), spn, sp, nil); ok {
 			t.Errorf("a port without a resolved policy (not to be programmed) was converted")
 		}
-		if _, ok := NewComputer(IPv4).ComputeServicePort(context.Background(), spn, nil, u.Policy(spn)); ok {
+		if _, ok := NewComputer(IPv4).ComputeServicePort(context.Background(), spn, nil, policy(spn, sp)); ok {
 			t.Errorf("a nil port was converted")
 		}
 	}
@@ -126,35 +124,44 @@ func benchState(b *testing.B, n int) (proxy.ServicePortMap, proxy.EndpointsMap) 
 	return brainMaps(b, v1.IPv4Protocol, svcs, slices)
 }
 
-// BenchmarkComputeUpdate is the library's conversion of a whole 10k-service
-// Update (what proxyrun does on a full sync), and a partial Update with one
-// changed port (unchanged ports are reused, but the State is still built in
-// full).
-func BenchmarkComputeUpdate(b *testing.B) {
+// resolver resolves every port's traffic policy once, as the sync shell does for
+// proxyrun, and returns ComputeResolved's policy function over the results.
+func resolver(sm proxy.ServicePortMap, em proxy.EndpointsMap) func(proxy.ServicePortName, proxy.ServicePort) *proxy.TrafficPolicy {
+	policies := make(map[proxy.ServicePortName]*proxy.TrafficPolicy, len(sm))
+	for spn, sp := range sm {
+		tp := proxy.ResolveTrafficPolicy(sp, em[spn], thisNode, nil)
+		policies[spn] = &tp
+	}
+	return func(spn proxy.ServicePortName, _ proxy.ServicePort) *proxy.TrafficPolicy { return policies[spn] }
+}
+
+// BenchmarkComputeResolved is the library's conversion of a whole 10k-service
+// state (what proxyrun does on a full sync), and a partial one with one changed port
+// (unchanged ports are reused, but the State is still built in full).
+func BenchmarkComputeResolved(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1000, 10000} {
 		sm, em := benchState(b, n)
+		policy := resolver(sm, em)
 		b.Run(fmt.Sprintf("full/%d", n), func(b *testing.B) {
-			u := syncshell.NewUpdate(true, sm, em, nil, thisNode, nil)
 			b.ReportAllocs()
 			for b.Loop() {
-				NewComputer(IPv4).ComputeUpdate(ctx, u)
+				NewComputer(IPv4).ComputeResolved(ctx, sm, em, true, policy)
 			}
 		})
 		b.Run(fmt.Sprintf("oneChange/%d", n), func(b *testing.B) {
 			c := NewComputer(IPv4)
-			c.ComputeUpdate(ctx, syncshell.NewUpdate(true, sm, em, nil, thisNode, nil))
+			c.ComputeResolved(ctx, sm, em, true, policy)
 			var spn proxy.ServicePortName
 			for spn = range sm {
 				break
 			}
-			u := syncshell.NewUpdate(false, sm, em, sets.New(spn.NamespacedName), thisNode, nil)
 			eps := em[spn]
 			b.ReportAllocs()
 			for b.Loop() {
 				// A new list, as the tracker makes on every change.
 				em[spn] = append([]proxy.Endpoint(nil), eps...)
-				c.ComputeUpdate(ctx, u)
+				c.ComputeResolved(ctx, sm, em, false, policy)
 			}
 			em[spn] = eps
 		})
@@ -166,12 +173,12 @@ func BenchmarkComputeUpdate(b *testing.B) {
 func BenchmarkComputeServicePort(b *testing.B) {
 	ctx := context.Background()
 	sm, em := benchState(b, 100)
-	u := syncshell.NewUpdate(true, sm, em, nil, thisNode, nil)
+	policy := resolver(sm, em)
 	c := NewComputer(IPv4)
 	b.ReportAllocs()
 	for b.Loop() {
 		for spn, sp := range sm {
-			c.ComputeServicePort(ctx, spn, sp, u.Policy(spn))
+			c.ComputeServicePort(ctx, spn, sp, policy(spn, sp))
 		}
 	}
 }

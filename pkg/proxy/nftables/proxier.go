@@ -270,7 +270,6 @@ type rulesBackend Proxier
 var (
 	_ syncshell.Backend      = &rulesBackend{}
 	_ syncshell.RulesChecker = &rulesBackend{}
-	_ syncshell.Validator    = &rulesBackend{}
 )
 
 // Sync turns u into nft transactions: every service port's rules on a full
@@ -359,28 +358,6 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 // RulesMissing reports whether our table was deleted or flushed from outside.
 func (b *rulesBackend) RulesMissing(ctx context.Context) bool {
 	return (*Proxier)(b).syncer.tableMissing(ctx)
-}
-
-// ValidServicePort leaves out service ports no rule can be written for,
-// which API-server validation prevents but third-party ServicePort
-// implementations might not.
-func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	if why := proxy.ServicePortProblem(b.ipFamily, svc); why != "" {
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", why)
-		return false
-	}
-	return true
-}
-
-// ValidEndpoint accepts the proxier's own endpoints (validated when the
-// tracker made them) and foreign ones with an address of this family and a
-// port in range.
-func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	if why := proxy.EndpointProblem(b.ipFamily, ep); why != "" {
-		b.logger.Error(nil, "Skipping invalid endpoint", "servicePort", name.String(), "endpoint", ep.String(), "reason", why)
-		return false
-	}
-	return true
 }
 
 // model converts a valid service port and its resolved traffic policy into

@@ -14,6 +14,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
 
+	"k8s.io/kube-proxy/pkg/proxy"
 	"k8s.io/kube-proxy/pkg/proxy/backend"
 	"k8s.io/kube-proxy/pkg/proxy/config"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
@@ -315,7 +316,9 @@ func (f *family) Sync(ctx context.Context, u *syncshell.Update) (syncshell.Outco
 	// A periodic sync, or one after events the trackers found irrelevant, needs no pass
 	// over every service port.
 	if st == nil || u.Full || u.ServicesChanged || len(u.ChangedServices()) > 0 {
-		st = f.comp.ComputeUpdate(ctx, u)
+		st = f.comp.ComputeResolved(ctx, u.Services, u.Endpoints, u.Full, func(spn proxy.ServicePortName, _ proxy.ServicePort) *proxy.TrafficPolicy {
+			return u.Policy(spn)
+		})
 		f.computed = st
 	}
 	f.mu.Lock()

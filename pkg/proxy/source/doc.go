@@ -19,6 +19,6 @@
 // that implements ServiceCIDRHandler; Static does not.
 //
 // Allowed imports: the brain (pkg/proxy/config, pkg/proxy/apis), the standard library and
-// k8s.io/{api,apimachinery,client-go,klog}. Not pkg/proxy/manifest (see above); no
+// k8s.io/{api,apimachinery,client-go,klog}. Not pkg/proxy/source/manifests (see above); no
 // backend.
 package source

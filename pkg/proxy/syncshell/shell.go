@@ -43,10 +43,14 @@ type RulesChecker interface {
 }
 
 // Validator is implemented by backends that cannot program every service
-// port or endpoint the trackers accept (a name that cannot be put into a rule
-// comment, an address of the wrong family from a foreign Endpoint
-// implementation). The Shell leaves those out before resolving traffic
-// policy, so they count nowhere; the backend logs why.
+// port or endpoint the trackers accept, beyond what the Shell already leaves
+// out for every backend (proxy.ServicePortProblem and proxy.EndpointProblem
+// for its family: a cluster IP or endpoint address of the other family, a port
+// out of range, from a foreign ServicePort or Endpoint implementation). A
+// Validator adds the backend's own reasons (a name that cannot be put into a
+// rule comment, a foreign type it cannot read); it logs why. Ports and
+// endpoints left out count nowhere: they are removed before traffic policy is
+// resolved.
 type Validator interface {
 	ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool
 	ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool
@@ -553,14 +557,11 @@ func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
 			continue
 		}
 		s.forgetPolicy(name)
-		if s.validate != nil && !s.validate.ValidServicePort(name, svc) {
+		if !s.validServicePort(name, svc) {
 			removed = append(removed, name)
 			continue
 		}
-		eps := s.endpoints[name]
-		if s.validate != nil {
-			eps = proxy.UsableEndpoints(eps, func(ep proxy.Endpoint) bool { return s.validate.ValidEndpoint(name, ep) }, nil)
-		}
+		eps := proxy.UsableEndpoints(s.endpoints[name], func(ep proxy.Endpoint) bool { return s.validEndpoint(name, ep) }, nil)
 		tp := proxy.ResolveTrafficPolicy(svc, eps, s.opts.NodeName, s.topology)
 		s.policies[name] = &tp
 		if tp.NoLocalInternal() {
@@ -572,6 +573,24 @@ func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
 	}
 	slices.SortFunc(removed, proxy.CompareServicePortNames)
 	return removed
+}
+
+// validServicePort applies every backend's floor, then the backend's Validator.
+func (s *Shell) validServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
+	if why := proxy.ServicePortProblem(s.opts.Family, svc); why != "" {
+		s.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", why)
+		return false
+	}
+	return s.validate == nil || s.validate.ValidServicePort(name, svc)
+}
+
+// validEndpoint applies every backend's floor, then the backend's Validator.
+func (s *Shell) validEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
+	if why := proxy.EndpointProblem(s.opts.Family, ep); why != "" {
+		s.logger.Error(nil, "Skipping invalid endpoint", "servicePort", name.String(), "endpoint", ep.String(), "reason", why)
+		return false
+	}
+	return s.validate == nil || s.validate.ValidEndpoint(name, ep)
 }
 
 func (s *Shell) forgetPolicy(name proxy.ServicePortName) {

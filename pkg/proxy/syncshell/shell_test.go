@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -495,5 +497,75 @@ func TestOnSync(t *testing.T) {
 	_ = s.SyncNow()
 	if len(got) != 2 || !got[0].Full || got[0].Err != nil || got[1].Err == nil || got[1].Family != v1.IPv4Protocol {
 		t.Fatalf("OnSync saw %+v, want a successful full sync then a failed one", got)
+	}
+}
+
+// foreignPort and foreignEndpoint are third-party implementations of the public
+// interfaces (as Calico has), whose values the shell must check before any backend
+// sees them.
+type foreignPort struct {
+	*proxy.BaseServicePortInfo
+	clusterIP string
+	port      int
+}
+
+func (f *foreignPort) ClusterIP() net.IP { return net.ParseIP(f.clusterIP) }
+func (f *foreignPort) Port() int         { return f.port }
+
+type foreignEndpoint struct {
+	*proxy.BaseEndpointInfo
+	ip   string
+	port int
+}
+
+func (e *foreignEndpoint) IP() string     { return e.ip }
+func (e *foreignEndpoint) Port() int      { return e.port }
+func (e *foreignEndpoint) String() string { return net.JoinHostPort(e.ip, fmt.Sprint(e.port)) }
+
+// TestShellLeavesOutWhatNoBackendCanProgram: a backend with no Validator of its own
+// (proxyrun's, nftables') still never sees a service port or endpoint of the other
+// family or with a port out of range, from whatever implementation made it.
+func TestShellLeavesOutWhatNoBackendCanProgram(t *testing.T) {
+	type noValidator struct{ Backend }
+	b := &recorder{}
+	s := newShell(t, noValidator{b}, func(o *Options) {
+		o.MakeServicePort = func(_ *v1.ServicePort, svc *v1.Service, base *proxy.BaseServicePortInfo) proxy.ServicePort {
+			switch svc.Name {
+			case "other-family":
+				return &foreignPort{base, "fd00::1", 80}
+			case "bad-port":
+				return &foreignPort{base, "10.0.0.3", 70000}
+			}
+			return base
+		}
+		o.MakeEndpoint = func(base *proxy.BaseEndpointInfo, _ *proxy.ServicePortName) proxy.Endpoint {
+			switch base.IP() {
+			case "10.1.0.2":
+				return &foreignEndpoint{base, "fd00::2", 8080}
+			case "10.1.0.3":
+				return &foreignEndpoint{base, "not-an-ip", 8080}
+			case "10.1.0.4":
+				return &foreignEndpoint{base, "10.1.0.4", 0}
+			}
+			return base
+		}
+	})
+	s.OnServiceAdd(service("good", "10.0.0.1", nil))
+	s.OnServiceAdd(service("other-family", "10.0.0.2", nil))
+	s.OnServiceAdd(service("bad-port", "10.0.0.3", nil))
+	s.OnEndpointSliceAdd(slice("good", endpoint{"10.1.0.1", node, true}, endpoint{"10.1.0.2", node, true},
+		endpoint{"10.1.0.3", node, true}, endpoint{"10.1.0.4", node, true}))
+	initialize(s)
+	syncNow(t, s)
+	got := b.last(t)
+	if len(got.policies) != 1 || got.policies["ns/good:p"] == nil {
+		t.Fatalf("policies for %v, want only ns/good:p", slices.Sorted(maps.Keys(got.policies)))
+	}
+	var eps []string
+	for _, ep := range got.policies["ns/good:p"].ClusterEndpoints {
+		eps = append(eps, ep.String())
+	}
+	if want := []string{"10.1.0.1:8080"}; !slices.Equal(eps, want) {
+		t.Errorf("cluster endpoints %v, want %v", eps, want)
 	}
 }

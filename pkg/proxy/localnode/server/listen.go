@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,24 +78,16 @@ func Listen(address string) (net.Listener, error) {
 		if err := clearStaleSocket(path); err != nil {
 			return nil, fmt.Errorf("address %q: %w", address, err)
 		}
-		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		l, err := bindUnixPrivate(path)
 		if err != nil {
 			return nil, fmt.Errorf("address %q: %w", address, err)
 		}
-		// The net package would unlink the path on Close whatever is there by then;
-		// unixListener.Close removes it only if it is still our socket.
-		l.SetUnlinkOnClose(false)
 		fi, err := os.Lstat(path)
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("address %q: %w", address, err)
 		}
-		ul := &unixListener{UnixListener: l, path: path, created: fi}
-		if err := os.Chmod(path, 0o600); err != nil {
-			ul.Close()
-			return nil, fmt.Errorf("address %q: %w", address, err)
-		}
-		return ul, nil
+		return &unixListener{UnixListener: l, path: path, created: fi}, nil
 	case strings.HasPrefix(address, "tcp://"):
 		l, err := net.Listen("tcp", strings.TrimPrefix(address, "tcp://"))
 		if err != nil {
@@ -135,6 +128,72 @@ func clearStaleSocket(path string) error {
 		return fmt.Errorf("removing stale socket %s: %w", path, err)
 	}
 	return nil
+}
+
+// maxUnixPath is the longest socket path bind accepts everywhere we build (sun_path is
+// 108 bytes on Linux, 104 on the BSDs and darwin, both including the terminating NUL).
+const maxUnixPath = 103
+
+// afterPrivateBind, when set by a test, runs between binding the socket in its private
+// directory and linking it into place.
+var afterPrivateBind func(tmp string)
+
+// bindUnixPrivate binds a socket at path that only its owner can connect to, from the
+// first moment it is reachable there. bind creates the file under the process's umask
+// (typically 0755 for a socket: connectable by every local user), so binding at path
+// and then chmod-ing leaves a window in which another user can connect and keep the
+// connection. Instead the socket is bound in a fresh 0700 directory beside path, made
+// 0600 there, and hard-linked to path. link, unlike rename, fails if anything appeared
+// at path since clearStaleSocket looked, so a file created in between is never replaced.
+//
+// Where the private name would not fit in sun_path although path does, or on Windows
+// (whose AF_UNIX socket files cannot be hard-linked and have no mode bits to protect),
+// the socket is bound at path and chmod-ed, with that window.
+func bindUnixPrivate(path string) (*net.UnixListener, error) {
+	dir := ""
+	if runtime.GOOS != "windows" {
+		d, err := os.MkdirTemp(filepath.Dir(path), ".kp")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		if len(filepath.Join(d, "s")) <= maxUnixPath {
+			dir = d
+		}
+	}
+	if dir == "" {
+		return bindUnix(path)
+	}
+	tmp := filepath.Join(dir, "s")
+	l, err := bindUnix(tmp)
+	if err != nil {
+		return nil, err
+	}
+	if afterPrivateBind != nil {
+		afterPrivateBind(tmp)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("putting the socket in place: %w", err)
+	}
+	return l, nil
+}
+
+// bindUnix binds and listens on path and makes the socket owner-only.
+func bindUnix(path string) (*net.UnixListener, error) {
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	// The net package would unlink the name on Close whatever is there by then;
+	// unixListener.Close removes the socket only if it is still ours, and the private
+	// name goes with its directory.
+	l.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // unixListener removes its socket file on Close, but only while the path still names

@@ -224,3 +224,90 @@ func TestListenUnixRelativePath(t *testing.T) {
 		t.Errorf("relative.sock was created: %v", err)
 	}
 }
+
+// TestListenUnixNeverReachableByOthers: the socket is owner-only before it has its name,
+// whatever the umask, and a file that appears at the path between the stale-socket check
+// and the socket taking its name is neither replaced nor removed.
+func TestListenUnixNeverReachableByOthers(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	for _, tc := range []struct {
+		name     string
+		intruder bool // something is created at the path just before the socket is linked there
+	}{
+		{name: "private until linked"},
+		{name: "a file appears at the path", intruder: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "kp.sock")
+			var seen bool
+			afterPrivateBind = func(tmp string) {
+				seen = true
+				fi, err := os.Stat(tmp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if perm := fi.Mode().Perm(); perm != 0o600 {
+					t.Errorf("socket mode before it is in place: %o, want 600", perm)
+				}
+				di, err := os.Stat(filepath.Dir(tmp))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if perm := di.Mode().Perm(); perm != 0o700 {
+					t.Errorf("private directory mode: %o, want 700", perm)
+				}
+				if _, err := os.Lstat(path); !os.IsNotExist(err) {
+					t.Errorf("the socket is reachable at %s before it is owner-only: %v", path, err)
+				}
+				if tc.intruder {
+					if err := os.WriteFile(path, []byte("operator data"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			defer func() { afterPrivateBind = nil }()
+
+			l, err := Listen("unix://" + path)
+			if !seen {
+				t.Fatal("the socket was not bound in a private directory first")
+			}
+			if tc.intruder {
+				if err == nil {
+					l.Close()
+					t.Fatal("Listen replaced a file that appeared at the path")
+				}
+				if b, rerr := os.ReadFile(path); rerr != nil || string(b) != "operator data" {
+					t.Errorf("the file at the path is gone or changed: %q, %v", b, rerr)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				fi, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if perm := fi.Mode().Perm(); perm != 0o600 {
+					t.Errorf("socket mode %o, want 600", perm)
+				}
+				c, err := net.Dial("unix", path)
+				if err != nil {
+					t.Fatalf("dialing the linked socket: %v", err)
+				}
+				c.Close()
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ".kp") {
+					t.Errorf("private directory %s left behind", e.Name())
+				}
+			}
+		})
+	}
+}

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"k8s.io/kube-proxy/pkg/proxy/manifest"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
 
@@ -16,7 +15,7 @@ import (
 // files hold one, supplies its topology labels and is delivered to handlers that
 // implement source.NodeHandler, as a cluster's would be.
 type Source struct {
-	src      *manifest.Source
+	src      *Reader
 	nodeName string
 	rescan   time.Duration
 }
@@ -24,16 +23,16 @@ type Source struct {
 var _ source.Source = &Source{}
 
 // New returns a source for path (a file or a directory), for the node nodeName. rescan
-// bounds how long a missed file-system event goes unnoticed (manifest.DefaultRescanPeriod
+// bounds how long a missed file-system event goes unnoticed (DefaultRescanPeriod
 // when 0).
 func New(path, nodeName string, rescan time.Duration) *Source {
-	return &Source{src: manifest.NewSource(path), nodeName: nodeName, rescan: rescan}
+	return &Source{src: NewReader(path), nodeName: nodeName, rescan: rescan}
 }
 
-// Manifest returns the underlying manifest reader (its Objects, Path and Client), for
-// programs that report what was read. It is pkg/proxy/manifest's type and follows that
-// package's compatibility rules, not the library's (docs/versioning.md).
-func (m *Source) Manifest() *manifest.Source { return m.src }
+// Reader returns the underlying manifest reader (its Objects, Path and Client), for
+// programs that report what was read. Reader is not part of the library's stable API
+// (docs/versioning.md).
+func (m *Source) Reader() *Reader { return m.src }
 
 // Run implements source.Source. It reads the manifests once before starting the
 // informers, so the initial adds (and the synced signals) already cover every file, and

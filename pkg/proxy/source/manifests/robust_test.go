@@ -1,4 +1,4 @@
-package manifest
+package manifests
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestSourceFollowsSymlinks(t *testing.T) {
 	symlinkOrSkip(t, real, link)
 
 	for _, path := range []string{link, link + string(filepath.Separator), real} {
-		s := NewSource(path)
+		s := NewReader(path)
 		res, err := s.Sync(ctx)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -142,7 +142,7 @@ func TestSourceKeepsObjectsWhenReadComesBackEmpty(t *testing.T) {
 			if tc.viaLink {
 				path = link
 			}
-			s := NewSource(path)
+			s := NewReader(path)
 			if _, err := s.Sync(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ func TestSourceWarnsOnEmptyStart(t *testing.T) {
 			for name, data := range tc.files {
 				writeFile(t, filepath.Join(dir, name), data)
 			}
-			s := NewSource(dir)
+			s := NewReader(dir)
 			if _, err := s.Sync(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +201,7 @@ func TestSourceRunWaitsForWritesToSettle(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	dir := t.TempDir()
-	s := NewSource(dir)
+	s := NewReader(dir)
 	// Far longer than the pause between the two writes below, so a slow machine
 	// cannot make the test see the half-written file.
 	s.Settle = 1500 * time.Millisecond

@@ -1,4 +1,4 @@
-package manifest
+package manifests
 
 import (
 	"fmt"
@@ -70,7 +70,7 @@ func serviceClaims(svc *v1.Service) []fieldClaim {
 //
 // It also rejects a health-check node port that is one of the Service's own node
 // ports, which an API server's allocator refuses too. It is called with s.mu held.
-func (s *Source) rejectConflicts(desired map[Key]applied, order []Key) []Problem {
+func (s *Reader) rejectConflicts(desired map[Key]applied, order []Key) []Problem {
 	var first, rest []Key
 	for _, key := range order {
 		if _, ok := desired[key].obj.(*v1.Service); !ok {

@@ -1,4 +1,4 @@
-package manifest
+package manifests
 
 import (
 	"context"
@@ -43,8 +43,8 @@ const DefaultSettle = 500 * time.Millisecond
 // not stop every update.
 const maxHoldFactor = 10
 
-// Source keeps a fake clientset in step with the manifests under one path.
-type Source struct {
+// Reader keeps a fake clientset in step with the manifests under one path.
+type Reader struct {
 	// Settle is how long a file changed in place must stay unchanged before Run
 	// applies it (DefaultSettle when 0; negative applies every change at once); a
 	// file that keeps changing is applied after ten times as long regardless. Sync,
@@ -109,7 +109,7 @@ type Result struct {
 	// problems; they stay as last applied until the file reads cleanly.
 	Kept int
 	// Pending counts changed files not applied yet because they changed too
-	// recently (see Source.Settle); a later pass applies them.
+	// recently (see Reader.Settle); a later pass applies them.
 	Pending  int
 	Problems []Problem
 }
@@ -117,22 +117,22 @@ type Result struct {
 // Changed reports whether the sync wrote anything.
 func (r Result) Changed() bool { return r.Created+r.Updated+r.Deleted > 0 }
 
-// NewSource returns a source for path, a file or a directory (a symlink to either is
+// NewReader returns a source for path, a file or a directory (a symlink to either is
 // followed). Nothing is read until Sync or Run.
-func NewSource(path string) *Source {
-	return &Source{path: path, client: newSelectingClientset(), now: time.Now,
+func NewReader(path string) *Reader {
+	return &Reader{path: path, client: newSelectingClientset(), now: time.Now,
 		applied: map[Key]applied{}, cache: map[string]fileState{}}
 }
 
 // Client returns the clientset the source writes to. Informers built on it see the
 // manifests' objects as if they came from an API server.
-func (s *Source) Client() kubernetes.Interface { return s.client }
+func (s *Reader) Client() kubernetes.Interface { return s.client }
 
 // Path returns the file or directory the source reads.
-func (s *Source) Path() string { return s.path }
+func (s *Reader) Path() string { return s.path }
 
 // Objects returns a copy of every object currently applied, sorted by key.
-func (s *Source) Objects() []runtime.Object {
+func (s *Reader) Objects() []runtime.Object {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := make([]Key, 0, len(s.applied))
@@ -147,14 +147,14 @@ func (s *Source) Objects() []runtime.Object {
 	return out
 }
 
-func (s *Source) maxFileBytes() int64 {
+func (s *Reader) maxFileBytes() int64 {
 	if s.MaxFileBytes > 0 {
 		return s.MaxFileBytes
 	}
 	return DefaultMaxFileBytes
 }
 
-func (s *Source) settle() time.Duration {
+func (s *Reader) settle() time.Duration {
 	switch {
 	case s.Settle < 0:
 		return 0
@@ -173,14 +173,14 @@ func (s *Source) settle() time.Duration {
 // leads to an empty directory, every file was removed) is an error and changes
 // nothing: that is how a wrong or broken path looks, and applying it would remove
 // every Service. Files that remain but hold no objects do remove them.
-func (s *Source) Sync(ctx context.Context) (Result, error) {
+func (s *Reader) Sync(ctx context.Context) (Result, error) {
 	res, _, err := s.sync(ctx, 0)
 	return res, err
 }
 
 // sync is Sync with changed files held back until they have been unchanged for
 // settle; it also returns when the earliest held file will be due (zero if none).
-func (s *Source) sync(ctx context.Context, settle time.Duration) (Result, time.Time, error) {
+func (s *Reader) sync(ctx context.Context, settle time.Duration) (Result, time.Time, error) {
 	logger := klog.FromContext(ctx)
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -381,7 +381,7 @@ func (s *Source) sync(ctx context.Context, settle time.Duration) (Result, time.T
 	return res, due, errors.Join(errs...)
 }
 
-func (s *Source) report(logger klog.Logger, res Result) {
+func (s *Reader) report(logger klog.Logger, res Result) {
 	if res.Changed() {
 		logger.Info("Applied manifests", "path", s.path, "created", res.Created, "updated", res.Updated,
 			"deleted", res.Deleted, "unchanged", res.Unchanged, "kept", res.Kept, "rejected", len(res.Problems))
@@ -417,7 +417,7 @@ func stableUID(key Key) types.UID {
 	return types.UID(h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32])
 }
 
-func (s *Source) write(action string, key Key, obj runtime.Object) error {
+func (s *Reader) write(action string, key Key, obj runtime.Object) error {
 	_, info, ok := kindFor(obj)
 	if !ok {
 		return fmt.Errorf("unsupported object %T", obj)
@@ -451,10 +451,10 @@ func (s *Source) write(action string, key Key, obj runtime.Object) error {
 
 // Run syncs once, then again whenever a file under the path changes and at least every
 // rescan period (DefaultRescanPeriod when zero), until ctx is done. A changed file is
-// applied once it has stayed unchanged for the settle time (see Source.Settle). The
+// applied once it has stayed unchanged for the settle time (see Reader.Settle). The
 // first sync's error is returned, so a missing path fails fast; later errors are
 // logged, and the objects last applied stay.
-func (s *Source) Run(ctx context.Context, rescan time.Duration) error {
+func (s *Reader) Run(ctx context.Context, rescan time.Duration) error {
 	logger := klog.FromContext(ctx)
 	if rescan <= 0 {
 		rescan = DefaultRescanPeriod

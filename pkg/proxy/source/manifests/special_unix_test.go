@@ -1,6 +1,6 @@
 //go:build unix
 
-package manifest
+package manifests
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func unblockFIFOs(dir string) {
 }
 
 // syncWithin runs Sync and fails the test if it does not return in time.
-func syncWithin(t *testing.T, ctx context.Context, s *Source, dir string) (Result, error) {
+func syncWithin(t *testing.T, ctx context.Context, s *Reader, dir string) (Result, error) {
 	t.Helper()
 	type out struct {
 		res Result
@@ -78,7 +78,7 @@ func TestSourceSkipsSpecialFiles(t *testing.T) {
 	}
 	symlinkOrSkip(t, os.DevNull, filepath.Join(dir, "null.yaml"))
 
-	s := NewSource(dir)
+	s := NewReader(dir)
 	res, err := syncWithin(t, ctx, s, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestSourcePathIsFIFO(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pipe.yaml")
 	mkfifo(t, path)
-	s := NewSource(path)
+	s := NewReader(path)
 	_, err := syncWithin(t, ctx, s, dir)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "named pipe") {
 		t.Errorf("Sync error = %v, want one naming %s as a named pipe", err, path)
@@ -122,7 +122,7 @@ func TestSourceRunSurvivesFIFOCreatedLater(t *testing.T) {
 	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
 	writeFile(t, a, svcYAML("a", "10.96.0.1", 80))
 	writeFile(t, b, svcYAML("b", "10.96.0.2", 80))
-	s := NewSource(dir)
+	s := NewReader(dir)
 	s.Settle = 10 * time.Millisecond
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, 200*time.Millisecond) }()
@@ -223,7 +223,7 @@ func FuzzReadDirectory(f *testing.F) {
 			entries = append(entries, p)
 		}
 
-		s := NewSource(root)
+		s := NewReader(root)
 		res, err := syncWithin(t, context.Background(), s, root)
 		if err != nil && !strings.Contains(err.Error(), root) {
 			t.Errorf("error does not name the path: %v", err)
@@ -241,7 +241,7 @@ func FuzzReadDirectory(f *testing.F) {
 		// The path is also good as a symlink to it.
 		link := filepath.Join(t.TempDir(), "link")
 		if err := os.Symlink(root, link); err == nil {
-			viaLink := NewSource(link)
+			viaLink := NewReader(link)
 			r3, err3 := syncWithin(t, context.Background(), viaLink, root)
 			if (err == nil) != (err3 == nil) || r3.Created != res.Created {
 				t.Errorf("through a symlink: %+v, %v; directly: %+v, %v", r3, err3, res, err)

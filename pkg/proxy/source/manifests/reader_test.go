@@ -1,4 +1,4 @@
-package manifest
+package manifests
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func svcYAML(name, ip string, port int) string {
 		"\n  ports:\n  - port: " + strconv.Itoa(port) + "\n"
 }
 
-func serviceNames(t *testing.T, s *Source) []string {
+func serviceNames(t *testing.T, s *Reader) []string {
 	t.Helper()
 	list, err := s.Client().CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -120,7 +120,7 @@ func TestSourceSync(t *testing.T) {
 			result: Result{Deleted: 1, Unchanged: 1},
 		},
 	}
-	s := NewSource(dir)
+	s := NewReader(dir)
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			st.change()
@@ -142,7 +142,7 @@ func TestSourceSync(t *testing.T) {
 }
 
 func TestSourceMissingPath(t *testing.T) {
-	s := NewSource(filepath.Join(t.TempDir(), "nope"))
+	s := NewReader(filepath.Join(t.TempDir(), "nope"))
 	if _, err := s.Sync(context.Background()); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("err = %v, want one naming the path", err)
 	}
@@ -165,7 +165,7 @@ func TestSourceInformersHonourSelectors(t *testing.T) {
 	labelled := "apiVersion: v1\nkind: Service\nmetadata: {name: l, labels: {service.kubernetes.io/service-proxy-name: other}}\nspec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n"
 	writeFile(t, f, nodes+"---\n"+proxied+"---\n"+headless+"---\n"+labelled)
 
-	s := NewSource(dir)
+	s := NewReader(dir)
 	if _, err := s.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestSourceManyObjects(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	dir := t.TempDir()
-	s := NewSource(dir)
+	s := NewReader(dir)
 	if _, err := s.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestSourceRunFollowsFiles(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "one.yaml")
 	writeFile(t, f, svcYAML("a", "10.96.0.1", 80))
-	s := NewSource(f)
+	s := NewReader(f)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, time.Hour) }()
 	t.Cleanup(func() {

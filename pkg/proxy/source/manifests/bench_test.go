@@ -1,4 +1,4 @@
-package manifest
+package manifests
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func BenchmarkSyncOneChange(b *testing.B) {
 	if err := os.WriteFile(file, []byte(base), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	s := NewSource(dir)
+	s := NewReader(dir)
 	ctx := context.Background()
 	if _, err := s.Sync(ctx); err != nil {
 		b.Fatal(err)

@@ -1,4 +1,4 @@
-package manifest
+package manifests
 
 import (
 	"context"
@@ -350,7 +350,7 @@ func TestExampleClusterLoads(t *testing.T) {
 		t.Skipf("examples not present: %v", err)
 	}
 	// Across files too: no two Services may share a cluster IP or node port.
-	if res, err := NewSource(dir).Sync(context.Background()); err != nil || len(res.Problems) > 0 {
+	if res, err := NewReader(dir).Sync(context.Background()); err != nil || len(res.Problems) > 0 {
 		t.Errorf("Sync: %v, problems %v", err, res.Problems)
 	}
 	kinds := map[string]int{}

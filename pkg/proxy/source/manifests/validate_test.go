@@ -1,4 +1,4 @@
-package manifest
+package manifests
 
 import (
 	"fmt"
@@ -122,7 +122,7 @@ func TestSourceBoundsFileSize(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "a.yaml")
 	writeFile(t, f, svcYAML("a", "10.96.0.1", 80))
-	s := NewSource(dir)
+	s := NewReader(dir)
 	s.MaxFileBytes = 1024
 	if _, err := s.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestSourceRejectsConflictingServices(t *testing.T) {
 	nodePortSvc := func(name, ip string, nodePort int, extra string) string {
 		return fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: %s}\nspec:\n  type: NodePort\n  clusterIP: %s\n  ports: [{port: 80, nodePort: %d}]\n%s", name, ip, nodePort, extra)
 	}
-	s := NewSource(dir)
+	s := NewReader(dir)
 	steps := []struct {
 		name     string
 		files    map[string]string
@@ -295,7 +295,7 @@ func TestSourceSettlesEachFile(t *testing.T) {
 	a, b, c := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml"), filepath.Join(dir, "c.yaml")
 	writeFile(t, a, svcYAML("a", "10.96.0.1", 80))
 	writeFile(t, b, svcYAML("b", "10.96.0.2", 80))
-	s := NewSource(dir)
+	s := NewReader(dir)
 	start := time.Unix(1000, 0)
 	now := start
 	s.now = func() time.Time { return now }
@@ -392,7 +392,7 @@ func TestSourceRejectsClusterIPsOutsideServiceCIDRs(t *testing.T) {
 			for name, data := range tc.files {
 				writeFile(t, filepath.Join(dir, name), data)
 			}
-			s := NewSource(dir)
+			s := NewReader(dir)
 			res, err := s.Sync(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -422,7 +422,7 @@ func TestSourceReportsTooDeepDirectories(t *testing.T) {
 		deep = filepath.Join(deep, fmt.Sprintf("d%d", i))
 	}
 	writeFile(t, filepath.Join(deep, "b.yaml"), svcYAML("b", "10.96.0.2", 80))
-	s := NewSource(dir)
+	s := NewReader(dir)
 	res, err := s.Sync(ctx)
 	if err != nil {
 		t.Fatal(err)
