@@ -9,8 +9,9 @@
 #                           or builds namespaces for the datapath e2e
 # Extra arguments go to every `go test` (e.g. -run TestX).
 #
-# Environment: TEST_TIMEOUT (per package, default 20m: a hung package fails with its
-# goroutine dump instead of hanging the run); TEST_PARALLEL (packages tested at once,
+# Environment: TEST_TIMEOUT (per package, default 30m: a hung package fails with its
+# goroutine dump instead of hanging the run; test/vm's QEMU guests need up to ~20 min on
+# a loaded 2-core machine); TEST_PARALLEL (packages tested at once,
 # default 4: most packages' tests wait on iptables-restore, nft, a network namespace or a
 # timer, so two cores are idle with the default of one package per core).
 #
@@ -31,18 +32,22 @@ done
 "$root/hack/install-deps.sh"
 
 export GOFLAGS="${GOFLAGS:-} -count=1"
-timeout_flag=${TEST_TIMEOUT:-20m}
+timeout_flag=${TEST_TIMEOUT:-30m}
 parallel=${TEST_PARALLEL:-4}
 
 report=$(mktemp -d)/testreport
 trap 'rm -rf "$(dirname "$report")"' EXIT
 go build -o "$report" ./hack/testreport
 
-# gotest DIR: go test -race of every package under DIR, reported per package.
+# gotest DIR [FIRST...]: go test -race of every package under DIR, reported per package.
+# FIRST packages are listed first, which makes go test build and start them first: the
+# QEMU guests of ./test/vm take minutes on one core, so they run beside the other
+# packages instead of alone after them.
 gotest() {
   local dir=$1 n
+  shift
   n=$(cd "$dir" && go list ./... | wc -l)
-  (cd "$dir" && go test -json -race -timeout "$timeout_flag" -p "$parallel" "${args[@]}" ./...) | "$report" -packages "$n"
+  (cd "$dir" && go test -json -race -timeout "$timeout_flag" -p "$parallel" "${args[@]}" "$@" ./...) | "$report" -packages "$n"
 }
 
 start=$(date +%s)
@@ -51,7 +56,7 @@ echo "== netutils module (k8s.io/net-utils)"
 gotest netutils || status=1
 
 echo "== root module (k8s.io/kube-proxy)"
-gotest . || status=1
+gotest . ./test/vm || status=1
 
 # Nested modules (test/consumer, ...) each prove something about the product on their own.
 # The upstream-building ones hold no Go of their own: test/apiserver and test/etcd build

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -364,4 +365,57 @@ func installed(exec utilexec.Interface, backend Backend) error {
 		}
 	}
 	return nil
+}
+
+// NewBestEffortEveryBackend returns an Interface for every backend and IP family that
+// may hold rules on this host, for removing what was ever written: a cleanup must also
+// find what another mode, an older kube-proxy or a host that has since switched
+// backends left in the other backend. The nft backend is included wherever its
+// binaries work. The legacy backend is included only for a family whose x_tables
+// tables the kernel has in use (/proc/net/ip_tables_names or ip6_tables_names lists
+// any), since running iptables-legacy on a host that never used it loads the legacy
+// modules and creates empty tables there. With neither backend's binaries installed,
+// iptables from PATH is used, as NewBestEffort.
+func NewBestEffortEveryBackend() []Interface {
+	return newBestEffortEveryBackend(utilexec.New(), legacyTablesInUse)
+}
+
+func newBestEffortEveryBackend(exec utilexec.Interface, legacyInUse func(Protocol) bool) []Interface {
+	var out []Interface
+	for _, proto := range []Protocol{ProtocolIPv4, ProtocolIPv6} {
+		installed := false
+		for _, b := range []Backend{BackendNFT, BackendLegacy} {
+			ipt, _, _ := b.commands(proto)
+			if _, err := exec.LookPath(ipt); err != nil {
+				continue
+			}
+			installed = true
+			// Checked before the binary runs at all: Present would load the
+			// legacy modules.
+			if b == BackendLegacy && !legacyInUse(proto) {
+				continue
+			}
+			if r := newInternal(exec, proto, withCommands(b.commands(proto))); r.Present() == nil {
+				out = append(out, r)
+			}
+		}
+		if !installed {
+			if r := newInternal(exec, proto); r.Present() == nil {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// legacyTablesInUse reports whether the kernel has any x_tables table of protocol's
+// family in use, which only happens once something ran iptables-legacy (or an old
+// iptables) for that family.
+func legacyTablesInUse(proto Protocol) bool {
+	file := "/proc/net/ip_tables_names"
+	if proto == ProtocolIPv6 {
+		file = "/proc/net/ip6_tables_names"
+	}
+	b, err := os.ReadFile(file)
+	return err == nil && len(bytes.TrimSpace(b)) > 0
 }

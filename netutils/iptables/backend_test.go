@@ -364,3 +364,50 @@ func TestBackendModeFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestNewBestEffortEveryBackend: cleanup interfaces cover nft wherever it is installed
+// and legacy only for a family whose legacy tables are in use, never running a legacy
+// binary otherwise (that alone would load the legacy modules); without either backend's
+// binaries, iptables from PATH.
+func TestNewBestEffortEveryBackend(t *testing.T) {
+	all := []string{}
+	for _, b := range []Backend{BackendNFT, BackendLegacy} {
+		for _, p := range []Protocol{ProtocolIPv4, ProtocolIPv6} {
+			ipt, _, _ := b.commands(p)
+			all = append(all, ipt)
+		}
+	}
+	for _, tc := range []struct {
+		name        string
+		missing     []string
+		legacyInUse map[Protocol]bool
+		want        []string // the binaries of the interfaces returned
+	}{
+		{name: "nft only in use", want: []string{"iptables-nft", "ip6tables-nft"}},
+		{name: "legacy in use for IPv6 only", legacyInUse: map[Protocol]bool{ProtocolIPv6: true},
+			want: []string{"iptables-nft", "ip6tables-nft", "ip6tables-legacy"}},
+		{name: "legacy in use, both families", legacyInUse: map[Protocol]bool{ProtocolIPv4: true, ProtocolIPv6: true},
+			want: []string{"iptables-nft", "iptables-legacy", "ip6tables-nft", "ip6tables-legacy"}},
+		{name: "legacy binaries only, in use", missing: []string{"iptables-nft", "ip6tables-nft"},
+			legacyInUse: map[Protocol]bool{ProtocolIPv4: true, ProtocolIPv6: true},
+			want:        []string{"iptables-legacy", "ip6tables-legacy"}},
+		{name: "no suffixed binaries: PATH", missing: all, want: []string{"iptables", "ip6tables"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := lookExec{scriptExec: versionExec("1.8.9"), missing: tc.missing}
+			var got []string
+			for _, ipt := range newBestEffortEveryBackend(e, func(p Protocol) bool { return tc.legacyInUse[p] }) {
+				got = append(got, ipt.(*runner).cmdIPTables)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("interfaces run %v, want %v", got, tc.want)
+			}
+			for _, call := range e.Calls() {
+				cmd, _, _ := strings.Cut(call, " ")
+				if strings.Contains(cmd, "legacy") && !slices.Contains(tc.want, cmd) {
+					t.Errorf("ran %q although its legacy tables are not in use", call)
+				}
+			}
+		})
+	}
+}

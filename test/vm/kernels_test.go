@@ -254,6 +254,19 @@ func TestKernelMatrix(t *testing.T) {
 				cells[m.name] = cell
 				t.Logf("MATRIX %s %s: %s", spec.Name, m.name, out)
 			}
+			// --cleanup after every mode ran: each of its checks must pass.
+			cleanups := 0
+			for name, r := range checks {
+				if strings.HasPrefix(name, "cleanup/") {
+					cleanups++
+					if !r.Pass {
+						t.Errorf("--cleanup on %s: %s", k.Release, r)
+					}
+				}
+			}
+			if cleanups == 0 {
+				t.Errorf("--cleanup on %s: not reported", k.Release)
+			}
 			row := fmt.Sprintf("| %s | %s |", spec.Name, k.Release)
 			for _, m := range matrixModes {
 				c := cells[m.name]

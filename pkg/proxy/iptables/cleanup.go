@@ -22,12 +22,10 @@ import (
 // itself runs): cleaning the plain `iptables` one would miss rules left in
 // the other.
 func CleanupLeftovers(ctx context.Context) (encounteredError bool) {
-	choice, err := utiliptables.ChooseBackend(ctx, utiliptables.BackendModeAuto)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot tell which iptables backend holds kube-proxy's rules; nothing cleaned up")
-		return true
-	}
-	for _, ipt := range utiliptables.NewBestEffortWithBackend(choice.Backend) {
+	// Every backend that may hold the rules, not only the one detected now: the mode
+	// may have run on the other (a host that switched, or ipvs and iptables modes
+	// each detecting differently as rules came and went).
+	for _, ipt := range utiliptables.NewBestEffortEveryBackend() {
 		if cleanupLeftoversForFamily(ctx, ipt) {
 			encounteredError = true
 		}

@@ -23,12 +23,14 @@ func CleanupLeftovers(ctx context.Context) (encounteredError bool) {
 		klog.FromContext(ctx).V(2).Info("IPVS not available, nothing to clean up", "reason", err)
 		return false
 	}
-	return cleanupLeftovers(ctx, utilipvs.New(), utiliptables.NewBestEffort(), utilipset.New(), NewNetLinkHandle(false), nil)
+	// Every backend that may hold ipvs mode's chains: the mode ran on whichever the
+	// host used then, which need not be the one detected now.
+	return cleanupLeftovers(ctx, utilipvs.New(), utiliptables.NewBestEffortEveryBackend(), utilipset.New(), NewNetLinkHandle(false), nil)
 }
 
 // cleanupLeftovers flushes IPVS, except that virtual servers inside
 // excludeCIDRs are kept (nil: none is).
-func cleanupLeftovers(ctx context.Context, ipvs utilipvs.Interface, ipts map[v1.IPFamily]utiliptables.Interface,
+func cleanupLeftovers(ctx context.Context, ipvs utilipvs.Interface, ipts []utiliptables.Interface,
 	ipset utilipset.Interface, nl NetLinkHandle, excludeCIDRs []string) (encounteredError bool) {
 	logger := klog.FromContext(ctx)
 	if ipvs != nil {

@@ -279,7 +279,7 @@ func TestKernel(t *testing.T) {
 				// Cleanup removes the rules before the sets they reference
 				// (the kernel refuses to destroy a set in use).
 				_, ctx := ktesting.NewTestContext(t)
-				if failed := cleanupLeftovers(ctx, env.ipvs, map[v1.IPFamily]utiliptables.Interface{f.family: real}, ips, env.netlink, nil); failed {
+				if failed := cleanupLeftovers(ctx, env.ipvs, []utiliptables.Interface{real}, ips, env.netlink, nil); failed {
 					t.Error("cleanup reported an error")
 				}
 				var save bytes.Buffer

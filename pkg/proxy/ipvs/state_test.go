@@ -314,7 +314,7 @@ func TestCleanupLeftovers(t *testing.T) {
 			p.OnServiceAdd(lbService(f, nil))
 			syncAll(t, p)
 			_, ctx := ktesting.NewTestContext(t)
-			ipts := map[v1.IPFamily]utiliptables.Interface{f.family: env.ipt}
+			ipts := []utiliptables.Interface{env.ipt}
 			if failed := cleanupLeftovers(ctx, env.ipvs, ipts, env.ipset, env.netlink, nil); failed {
 				t.Fatal("cleanup reported an error")
 			}

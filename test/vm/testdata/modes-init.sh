@@ -10,7 +10,10 @@
 #   no-endpoints a TCP GET of the endpoint-less ClusterIP was answered (must FAIL: it
 #               shows the GET checks can fail)
 # and "<name>/time" (PASS, the seconds the mode took). The host decides which outcome each kernel and
-# mode must have. It never stops early, then powers off.
+# mode must have. After every mode, one `kube-proxy --cleanup` must exit 0 and leave no
+# KUBE- chain (either iptables backend, either family), kube-proxy nft table, IPVS
+# virtual server, KUBE- ip set or kube-ipvs0: "cleanup/<what>". It never stops early,
+# then powers off.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
 mount -t proc proc /proc
@@ -186,6 +189,34 @@ while read -r name vip np noep hidden flags; do
 	# shellcheck disable=SC2086 # flags are words by design
 	mode "$name" "$vip" "$np" "$noep" "$hidden" $flags </dev/null
 done </etc/vm-modes
+
+# One --cleanup after every mode ran (one per mode took 30-40 s under TCG): whatever
+# the modes left, it must remove all of kube-proxy's state and exit 0.
+t1=$(uptime_s)
+kube-proxy --cleanup >/tmp/cleanup.log 2>&1
+rc=$?
+result cleanup/exit $rc "kube-proxy --cleanup exited $rc in $(since "$t1")s; $(grep -E '^[EF][0-9]{4}' /tmp/cleanup.log | tail -n 3 | oneline)"
+# KUBE-FIREWALL is kubelet's chain: kube-proxy writes the same rule into it (and the
+# jumps to it, in both families, as upstream does) but never deletes it.
+left=""
+for save in iptables-nft-save ip6tables-nft-save iptables-legacy-save ip6tables-legacy-save; do
+	n=$($save 2>/dev/null | grep -E '^:KUBE-|-j KUBE-' | grep -cv 'KUBE-FIREWALL')
+	[ "$n" -eq 0 ] || left="$left $save:$n"
+	$save 2>/dev/null | grep -E '^\*|^:KUBE-|-j KUBE-' | grep -v KUBE-FIREWALL | grep -B1 KUBE- | head -n 20 | sed "s/^/VMLOG left by --cleanup in $save: /"
+done
+[ -z "$left" ]
+result cleanup/iptables $? "KUBE- chains and jumps left:${left:- none}"
+tables=$(nft list tables 2>/dev/null | grep kube-proxy | oneline)
+[ -z "$tables" ]
+result cleanup/nftables $? "kube-proxy tables left: ${tables:-none}"
+n=$(ipvsadm -Ln 2>/dev/null | grep -cE '^(TCP|UDP|SCTP|FWM)')
+[ "$n" -eq 0 ]
+result cleanup/ipvs $? "$n virtual servers left"
+sets=$(ipset list -n 2>/dev/null | grep '^KUBE-' | oneline)
+[ -z "$sets" ]
+result cleanup/ipsets $? "KUBE- sets left: ${sets:-none}"
+! ip link show kube-ipvs0 >/dev/null 2>&1
+result cleanup/kube-ipvs0 $? "kube-ipvs0 $(ip link show kube-ipvs0 >/dev/null 2>&1 && echo left || echo gone)"
 
 echo VMDONE
 sync
