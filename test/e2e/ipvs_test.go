@@ -38,7 +38,6 @@ package e2e
 //     (mh with the sh-port flag) and connections work.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -283,16 +282,9 @@ func (w *ipvsWorld) trace(t *testing.T, compare bool, src, iif, dst, proto strin
 	} else {
 		args = append(args, "--in-interface", iif)
 	}
-	cmd := exec.Command(w.kp.bin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kube-proxy %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
 	var rep ipvsTraceReport
-	if err := json.Unmarshal(out, &rep); err != nil || rep.Result == nil {
-		t.Fatalf("kube-proxy trace -o json: %v\n%s", err, out)
+	if out := runTraceJSON(t, w.kp.bin, args, &rep); rep.Result == nil {
+		t.Fatalf("kube-proxy trace -o json: no result\n%s", out)
 	}
 	if len(rep.Result.Unknowns) > 0 {
 		t.Errorf("the trace meets rules it does not model: %+v", rep.Result.Unknowns)

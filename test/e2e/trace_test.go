@@ -146,21 +146,32 @@ func (w *datapathWorld) trace(t *testing.T, mode, src, iif, dst, proto string) t
 	} else {
 		args = append(args, "--in-interface", iif)
 	}
-	cmd := exec.Command(w.kp.bin, args...)
+	var rep traceReport
+	if out := runTraceJSON(t, w.kp.bin, args, &rep); rep.Result == nil {
+		t.Fatalf("kube-proxy trace -o json: no result\n%s", out)
+	}
+	if len(rep.Result.Unknowns) > 0 {
+		t.Errorf("the trace meets rules it does not model: %+v", rep.Result.Unknowns)
+	}
+	return rep
+}
+
+// runTraceJSON runs the kube-proxy binary bin with args (a trace with -o json) and
+// decodes what it prints into rep, failing the test if it fails or prints no JSON.
+// It returns the output, for messages.
+func runTraceJSON(t *testing.T, bin string, args []string, rep any) []byte {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("kube-proxy %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	var rep traceReport
-	if err := json.Unmarshal(out, &rep); err != nil || rep.Result == nil {
+	if err := json.Unmarshal(out, rep); err != nil {
 		t.Fatalf("kube-proxy trace -o json: %v\n%s", err, out)
 	}
-	if len(rep.Result.Unknowns) > 0 {
-		t.Errorf("the trace meets rules it does not model: %+v", rep.Result.Unknowns)
-	}
-	return rep
+	return out
 }
 
 // prediction is what a trace says a connection will do.
