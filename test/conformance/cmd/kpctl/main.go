@@ -3,6 +3,7 @@
 //	kpctl pki -dir DIR -node NAME -node-ip IP -service-ip IP -server URL
 //	kpctl image -o OUT.tar -tag REF [-tag REF] [-file SRC:DST] [-bin HOSTPATH] [-busybox PATH]
 //	            [-text DST=CONTENT] [-dir DST] [-link DST=TARGET] [-entrypoint A,B] [-cmd A,B]
+//	kpctl report [-focus REGEXP] [-skips FILE] RESULTDIR...
 package main
 
 import (
@@ -10,10 +11,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 
 	"k8s.io/kube-proxy/test/conformance/ociimage"
 	"k8s.io/kube-proxy/test/conformance/pki"
+	"k8s.io/kube-proxy/test/conformance/report"
 )
 
 type list []string
@@ -32,6 +35,8 @@ func main() {
 		err = runPKI(os.Args[2:])
 	case "image":
 		err = runImage(os.Args[2:])
+	case "report":
+		err = runReport(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
@@ -137,4 +142,38 @@ func runImage(args []string) error {
 		return fmt.Errorf("image %s: %w", *out, err)
 	}
 	return f.Close()
+}
+
+func runReport(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ExitOnError)
+	focus := fs.String("focus", "", "ginkgo focus of the runs: specs it matches and a skip matches are listed as skipped")
+	skipsFile := fs.String("skips", "", "file of REGEXP|REASON lines")
+	_ = fs.Parse(args)
+	var runs []report.Run
+	for _, d := range fs.Args() {
+		r, err := report.Load(d)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	var re *regexp.Regexp
+	if *focus != "" {
+		var err error
+		if re, err = regexp.Compile(*focus); err != nil {
+			return fmt.Errorf("report: -focus %q: %w", *focus, err)
+		}
+	}
+	var skips []report.Skip
+	if *skipsFile != "" {
+		data, err := os.ReadFile(*skipsFile)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		if skips, err = report.ParseSkips(strings.Split(string(data), "\n")); err != nil {
+			return err
+		}
+	}
+	report.Write(os.Stdout, runs, re, skips)
+	return nil
 }
