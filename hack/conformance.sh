@@ -103,7 +103,7 @@ build() {
     local start=$SECONDS
     if [ ! -x "$cache/e2e.test" ]; then
       log "building e2e.test (upstream [sig-network] specs; cold ~15 min on 2 cores)"
-      (cd "$root/test/conformance" && CGO_ENABLED=0 go test -c -trimpath -ldflags "$ld" -o "$cache/e2e.test.tmp" ./e2e)
+      (cd "$root/test/conformance" && CGO_ENABLED=0 go test -c -tags conformance -trimpath -ldflags "$ld" -o "$cache/e2e.test.tmp" ./e2e)
       mv "$cache/e2e.test.tmp" "$cache/e2e.test"
     fi
     local pkgs=()

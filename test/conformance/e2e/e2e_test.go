@@ -1,3 +1,9 @@
+//go:build conformance
+
+// The build tag keeps this suite out of `go vet ./...` and `go test ./...` of the module
+// (hack/test.sh runs those on every nested module): it is built only by hack/conformance.sh,
+// with -tags conformance, and run only against the cluster that script starts.
+
 // Package e2e builds the upstream end-to-end suite restricted to the networking tests: the
 // test sources are upstream's (k8s.io/kubernetes/test/e2e/network), only this entry point is
 // ours. Registering only the network package keeps the binary (and its cold build) a fraction
