@@ -117,7 +117,9 @@ func Write(w io.Writer, runs []Run, focus *regexp.Regexp, skips []Skip) {
 	names := map[string]bool{}
 	for _, r := range runs {
 		for n, s := range r.Specs {
-			if s.State != "skipped" {
+			// A spec that skipped itself at run time (ginkgo records its reason) is a row;
+			// one outside the focus or matched by --skip has no reason and is not.
+			if s.State != "skipped" || s.Failure != "" {
 				names[n] = true
 			}
 		}
@@ -154,7 +156,7 @@ func Write(w io.Writer, runs []Run, focus *regexp.Regexp, skips []Skip) {
 			case s.State == "passed":
 				pass++
 			case s.State == "skipped":
-				if names[n] {
+				if names[n] && s.Failure != "" {
 					skip++
 				}
 			default:
@@ -194,6 +196,20 @@ func verdict(runs []Run, spec string) string {
 		byName[r.Name] = r
 	}
 	var out []string
+	allSkipped, reason := true, ""
+	for _, r := range runs {
+		if s := r.Specs[spec]; s.State != "skipped" {
+			allSkipped = false
+		} else if reason == "" {
+			reason = s.Failure
+		}
+	}
+	if allSkipped {
+		if len(reason) > 120 {
+			reason = reason[:120] + "…"
+		}
+		return "skipped by the spec: " + strings.ReplaceAll(reason, "|", `\|`)
+	}
 	for _, r := range runs {
 		mode, ok := strings.CutPrefix(r.Name, "ours-")
 		if !ok {

@@ -21,14 +21,18 @@ func writeRun(t *testing.T, dir, name, json string) string {
 	return d
 }
 
-const spec = `{"ContainerHierarchyTexts":["[sig-network] Services"],"LeafNodeText":"%s","LeafNodeType":"It","State":"%s","RunTime":2000000000}`
+const spec = `{"ContainerHierarchyTexts":["[sig-network] Services"],"LeafNodeText":"%s","LeafNodeType":"It","State":"%s","RunTime":2000000000,"Failure":{"Message":"%s"}}`
 
 func report(specs ...string) string {
 	return `[{"SpecReports":[` + strings.Join(specs, ",") + `]}]`
 }
 
-func sp(name, state string) string {
-	return strings.Replace(strings.Replace(spec, "%s", name, 1), "%s", state, 1)
+func sp(name, state string, msg ...string) string {
+	m := ""
+	if len(msg) > 0 {
+		m = msg[0]
+	}
+	return strings.Replace(strings.Replace(strings.Replace(spec, "%s", name, 1), "%s", state, 1), "%s", m, 1)
 }
 
 func TestWrite(t *testing.T) {
@@ -58,6 +62,12 @@ func TestWrite(t *testing.T) {
 			ours:     report(sp("should serve", "passed"), sp("LoadBalancer works", "skipped")),
 			want:     []string{"| [sig-network] Services LoadBalancer works | needs a cloud |", "| same |"},
 			notWant:  []string{"LoadBalancer works | skip"},
+		},
+		{
+			name:     "skipped by the spec itself: a row with the spec's reason",
+			upstream: report(sp("needs 2 nodes", "skipped", "Requires at least 2 nodes (not 1)")),
+			ours:     report(sp("needs 2 nodes", "skipped", "Requires at least 2 nodes (not 1)")),
+			want:     []string{"| skip | skip | skipped by the spec: Requires at least 2 nodes (not 1) |", "ours-iptables: 0 passed, 0 failed, 1 skipped"},
 		},
 	}
 	for _, tc := range tests {
