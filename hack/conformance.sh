@@ -144,7 +144,7 @@ build() {
   etcd_bin=$(ls "$fixtures"/etcd-v* | head -1)
   # Our tools and our kube-proxy are small and follow the checkout: always rebuilt (seconds).
   mkdir -p "$state/bin"
-  (cd "$root/test/conformance" && CGO_ENABLED=0 go build -o "$state/bin/" ./cmd/kpctl ./cmd/pause)
+  (cd "$root/test/conformance" && CGO_ENABLED=0 go build -o "$state/bin/" ./cmd/kpctl ./cmd/pause ./cmd/runc-clamp)
   (cd "$root" && CGO_ENABLED=0 go build -o "$state/bin/kube-proxy-ours" ./cmd/kube-proxy)
 }
 
@@ -244,6 +244,9 @@ state = "$rundir/containerd/state"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$img_pause"
   enable_selinux = false
+  # Where root may not lower oom_score_adj this keeps containers at containerd's own score;
+  # sandboxes are clamped by runc-clamp (test/conformance/cmd/runc-clamp).
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$state/cni/net.d"
@@ -251,6 +254,7 @@ state = "$rundir/containerd/state"
     runtime_type = "io.containerd.runc.v2"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       SystemdCgroup = false
+      BinaryName = "$state/bin/runc-clamp"
 EOF
   start containerd containerd --config "$state/containerd.toml"
   wait_for containerd 30 ctr_ version || env_fail "containerd did not start: $(tail -5 "$state/logs/containerd.log")"
