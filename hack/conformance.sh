@@ -43,7 +43,9 @@ pod_cidr=198.18.64.0/24
 pod_gw=198.18.64.1
 svc_cidr=198.19.0.0/16
 svc_ip=198.19.0.1
-dns_ip=198.19.0.10
+# Cluster DNS (kpctl dns, test/conformance/clusterdns) listens on the node's address, not
+# behind a Service, so that name resolution does not depend on the kube-proxy under test.
+dns_ip=$node_ip
 
 # Image references exactly as k8s.io/kubernetes@v1.37.2/test/utils/image names them.
 img_agnhost=registry.k8s.io/e2e-test-images/agnhost:2.66.1
@@ -58,7 +60,7 @@ skips=(
   '\[Disruptive\]|restarts or kills cluster components over SSH; one host-process cluster has no SSH'
   'LoadBalancer|needs a cloud provider to provision load balancers'
   '\[Feature:Networking-IPv6\]|\[Feature:IPv6DualStack\]|single-stack IPv4 cluster'
-  '\[Feature:Networking-DNS\]|DNS|needs cluster DNS (CoreDNS is not deployed; listed, not run)'
+  '\[sig-network\] DNS|the DNS specs test CoreDNS itself; this cluster serves Service records only (kpctl dns)'
   'Internet connection|contacts addresses on the internet; this cluster has no route out'
   '\[Feature:SCTPConnectivity\]|SCTP module not loaded on this kernel'
   'should be able to preserve UDP traffic when server pod cycles for a NodePort service|needs two nodes (client and server on different nodes)'
@@ -334,6 +336,7 @@ control_plane() {
     --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --kubelet-preferred-address-types InternalIP \
     --profiling=false --v=1
   wait_for kube-apiserver 120 kubectl get --raw /readyz || { tail -20 "$state/logs/kube-apiserver.log"; return 1; }
   start kube-controller-manager "$cache/kube-controller-manager" --kubeconfig "$p/controller-manager.conf" \
@@ -344,6 +347,7 @@ control_plane() {
   start kube-scheduler "$cache/kube-scheduler" --kubeconfig "$p/scheduler.conf" \
     --authentication-kubeconfig "$p/scheduler.conf" --authorization-kubeconfig "$p/scheduler.conf" \
     --leader-elect=false --bind-address 127.0.0.1 --v=1
+  start dns "$state/bin/kpctl" dns -kubeconfig "$p/admin.conf" -listen $dns_ip:53 -domain cluster.local
   mkdir -p "$state/kubelet"
   start kubelet "$cache/kubelet" --config "$state/kubelet.yaml" --kubeconfig "$p/kubelet.conf" \
     --hostname-override $node_name --node-ip $node_ip --root-dir "$state/kubelet" --v=1
@@ -389,7 +393,7 @@ up() {
 
 down() {
   [ "${1:-}" = quiet ] || log "tearing the cluster down"
-  for n in kube-proxy kubelet kube-scheduler kube-controller-manager; do stop $n; done
+  for n in kube-proxy kubelet dns kube-scheduler kube-controller-manager; do stop $n; done
   if [ -S "$rundir/containerd/containerd.sock" ]; then
     local c
     for c in $(ctr_ tasks list -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done

@@ -4,16 +4,24 @@
 //	kpctl image -o OUT.tar -tag REF [-tag REF] [-file SRC:DST] [-bin HOSTPATH] [-busybox PATH]
 //	            [-text DST=CONTENT] [-dir DST] [-link DST=TARGET] [-entrypoint A,B] [-cmd A,B]
 //	kpctl report [-focus REGEXP] [-skips FILE] RESULTDIR...
+//	kpctl dns -kubeconfig FILE -listen IP:53 [-domain cluster.local]
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"regexp"
 	"strings"
+	"syscall"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/kube-proxy/test/conformance/clusterdns"
 	"k8s.io/kube-proxy/test/conformance/ociimage"
 	"k8s.io/kube-proxy/test/conformance/pki"
 	"k8s.io/kube-proxy/test/conformance/report"
@@ -37,6 +45,8 @@ func main() {
 		err = runImage(os.Args[2:])
 	case "report":
 		err = runReport(os.Args[2:])
+	case "dns":
+		err = runDNS(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
@@ -176,4 +186,23 @@ func runReport(args []string) error {
 	}
 	report.Write(os.Stdout, runs, re, skips)
 	return nil
+}
+
+func runDNS(args []string) error {
+	fs := flag.NewFlagSet("dns", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a client that may list Services and EndpointSlices")
+	listen := fs.String("listen", "", "UDP address to serve on")
+	domain := fs.String("domain", "cluster.local", "cluster domain")
+	_ = fs.Parse(args)
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("dns: kubeconfig %q: %w", *kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("dns: %w", err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	return clusterdns.Serve(klog.NewContext(ctx, klog.Background()), client, *listen, *domain)
 }
