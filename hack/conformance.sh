@@ -407,7 +407,7 @@ down() {
   # Volumes the kubelet mounted, then the sandboxes' network namespaces (named cni-* by
   # containerd and listed in its CNI state) and our own.
   if [ -d "$state/kubelet" ]; then
-    findmnt -rn -o TARGET | grep "^$state/kubelet/" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+    findmnt -rn -o TARGET | grep -E "^$state/kubelet(/|$)" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   fi
   findmnt -rn -o TARGET | grep "^$rundir/" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   ip netns delete $netns 2>/dev/null || true
