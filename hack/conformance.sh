@@ -160,6 +160,7 @@ deps() {
   [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
   [ -x /bin/busybox ] && /bin/busybox --list | grep -qx nc || need+=(busybox-static)
   [ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
+  [ -x /bin/dash ] || need+=(dash)
   command -v curl >/dev/null || need+=(curl)
   command -v conntrack >/dev/null || need+=(conntrack)
   command -v iptables >/dev/null || need+=(iptables)
@@ -275,10 +276,13 @@ nobody:x:65534:65534:nobody:/nonexistent:/bin/false
 nogroup:x:65534:
 "
   # agnhost: the binary from k8s.io/kubernetes@$version, and the tools the specs exec in it
-  # (sh and friends from busybox; curl and OpenBSD nc, as upstream's Alpine image has).
+  # (coreutils-like tools from busybox; curl and OpenBSD nc, as upstream's Alpine image has).
+  # /bin/sh is dash, not busybox: busybox's shell runs its own applets before PATH, and its
+  # nc lacks the -v, -u, -t and -z the specs pass.
   "$bin/kpctl" image -o "$d/agnhost.tar" -tag $img_agnhost -busybox /bin/busybox -dir /tmp -dir /uploads \
     -file "$cache/agnhost:/agnhost" -link /agnhost-2=agnhost \
     -bin /usr/bin/curl -bin /bin/nc.openbsd -link /usr/bin/nc=/bin/nc.openbsd \
+    -bin /bin/dash -link /bin/sh=dash \
     -text "/etc/passwd=root:x:0:0:root:/root:/bin/sh
 " -entrypoint /agnhost -cmd pause
   # nginx: the specs that name it only need a web server on port 80 (EndpointSlice contents);
