@@ -211,11 +211,12 @@ func verdict(runs []Run, spec string) string {
 		return "skipped by the spec: " + strings.ReplaceAll(reason, "|", `\|`)
 	}
 	for _, r := range runs {
-		mode, ok := strings.CutPrefix(r.Name, "ours-")
-		if !ok {
+		// ours-MODE pairs with upstream-MODE, ci-ours-MODE with ci-upstream-MODE.
+		if !strings.Contains(r.Name, "ours-") {
 			continue
 		}
-		up, ok := byName["upstream-"+mode]
+		mode := r.Name[strings.Index(r.Name, "ours-")+len("ours-"):]
+		up, ok := byName[strings.Replace(r.Name, "ours-", "upstream-", 1)]
 		if !ok {
 			continue
 		}
