@@ -64,8 +64,6 @@ skips=(
   'Internet connection|contacts addresses on the internet; this cluster has no route out'
   '\[Feature:SCTPConnectivity\]|SCTP module not loaded on this kernel'
   'should be able to preserve UDP traffic when server pod cycles for a NodePort service|needs two nodes (client and server on different nodes)'
-  'should function for pod-Service: sctp|SCTP'
-  'should function for node-Service|hostNetwork client on another node'
   '\[Feature:ServiceCIDRs\]|alpha/beta feature gate not enabled'
   'should be able to switch session affinity for LoadBalancer|cloud load balancer'
   '\[Feature:ProxyTerminatingEndpoints\]|feature-gated in upstream e2e'
@@ -73,7 +71,6 @@ skips=(
   '\[Slow\]|slow specs (over 5 minutes each) excluded to fit the time budget'
   '\[Feature:|other feature-gated specs not enabled on this cluster'
   'Networking IPerf|performance measurement, needs two nodes'
-  'should check kube-proxy urls|reads /healthz of a hostNetwork pod on another node'
 )
 skip_regexp() {
   local s="" e
