@@ -158,6 +158,7 @@ deps() {
   [ -x /bin/busybox ] && /bin/busybox --list | grep -qx nc || need+=(busybox-static)
   [ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
   [ -x /bin/dash ] || need+=(dash)
+  command -v wget >/dev/null || need+=(wget)
   command -v curl >/dev/null || need+=(curl)
   command -v conntrack >/dev/null || need+=(conntrack)
   command -v iptables >/dev/null || need+=(iptables)
@@ -275,11 +276,12 @@ nogroup:x:65534:
   # agnhost: the binary from k8s.io/kubernetes@$version, and the tools the specs exec in it
   # (coreutils-like tools from busybox; curl and OpenBSD nc, as upstream's Alpine image has).
   # /bin/sh is dash, not busybox: busybox's shell runs its own applets before PATH, and its
-  # nc lacks the -v, -u, -t and -z the specs pass.
+  # nc lacks the -v, -u, -t and -z the specs pass. wget is GNU wget: the static busybox's
+  # wget segfaults in glibc's resolver when run as its own process.
   "$bin/kpctl" image -o "$d/agnhost.tar" -tag $img_agnhost -busybox /bin/busybox -dir /tmp -dir /uploads \
     -file "$cache/agnhost:/agnhost" -link /agnhost-2=agnhost \
     -bin /usr/bin/curl -bin /bin/nc.openbsd -link /usr/bin/nc=/bin/nc.openbsd \
-    -bin /bin/dash -link /bin/sh=dash \
+    -bin /bin/dash -link /bin/sh=dash -bin /usr/bin/wget \
     -text "/etc/passwd=root:x:0:0:root:/root:/bin/sh
 " -entrypoint /agnhost -cmd pause
   # nginx: the specs that name it only need a web server on port 80 (EndpointSlice contents);
