@@ -65,6 +65,8 @@ func newDatapathWorld(t *testing.T, mode string) *datapathWorld {
 		{name: "hairpin", ip4: "198.19.0.21", port: 80, eps: ready(w.hairpin)},
 		{name: "udp", ip4: "198.19.0.22", port: 53, eps: ready(w.u1)},
 		{name: "dual", ip4: "198.19.0.23", ip6: "fd00:96::23", port: 80, eps: ready(w.a1, w.b1)},
+		{name: "readd", ip4: "198.19.0.24", port: 80, eps: ready(w.a2, w.a3)},
+		{name: "portchange", ip4: "198.19.0.25", port: 80, eps: ready(w.a1)},
 	} {
 		w.services[s.name] = s
 		writeService(t, w.dir, s)
@@ -363,6 +365,39 @@ func TestDatapath(t *testing.T) {
 				})
 				t.Logf("UDP flow moved to the new backend %v after the manifest edit (sync period %v)", took.Round(time.Millisecond), syncPeriod)
 			}
+		})
+
+		t.Run("EndpointRemovedAndReadded", func(t *testing.T) {
+			addr := hostPort("198.19.0.24", 80)
+			wantOnly(t, "before", spread(t, w.client.ns, addr, 10, dialOpts{}), w.a2, w.a3)
+			s := w.services["readd"]
+			s.eps = ready(w.a2)
+			writeService(t, w.dir, s)
+			// a3 keeps serving, so only the rules can keep new connections from it.
+			eventually(t, "connections to stop reaching the removed endpoint", syncPeriod+2*time.Second, func() (bool, string) {
+				seen := spread(t, w.client.ns, addr, 10, dialOpts{})
+				return len(seen) == 1 && seen[w.a2.name] == 10, fmt.Sprint(seen)
+			})
+			s.eps = ready(w.a2, w.a3)
+			writeService(t, w.dir, s)
+			eventually(t, "the re-added endpoint to be reached again", syncPeriod+2*time.Second, func() (bool, string) {
+				seen := spread(t, w.client.ns, addr, 10, dialOpts{})
+				return seen[w.a3.name] > 0, fmt.Sprint(seen)
+			})
+		})
+
+		t.Run("ServicePortChange", func(t *testing.T) {
+			if _, err := askTCP(w.client.ns, hostPort("198.19.0.25", 80), dialOpts{}); err != nil {
+				t.Fatalf("before the change: %v", err)
+			}
+			s := w.services["portchange"]
+			s.port = 8081
+			writeService(t, w.dir, s)
+			eventually(t, "the new port to answer and the old one not", syncPeriod+2*time.Second, func() (bool, string) {
+				_, errNew := askTCP(w.client.ns, hostPort("198.19.0.25", 8081), dialOpts{timeout: 500 * time.Millisecond})
+				_, errOld := askTCP(w.client.ns, hostPort("198.19.0.25", 80), dialOpts{timeout: 500 * time.Millisecond})
+				return errNew == nil && errOld != nil, fmt.Sprintf("new port: %v, old port: %v", errNew, errOld)
+			})
 		})
 
 		t.Run("DualStackClusterIP", func(t *testing.T) {
