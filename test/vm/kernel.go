@@ -661,6 +661,8 @@ var DefaultModules = []string{
 	"x_tables", "xt_*", "ip_tables", "ip6_tables", "iptable_*", "ip6table_*", "ipt_*", "ip6t_*",
 	"ip_set", "ip_set_*",
 	"veth", "dummy", "bridge", "br_netfilter",
+	// SCTP Services: TestIPVS connects through an SCTP virtual server when it can.
+	"sctp",
 }
 
 // Module is one kernel module of a closure.
