@@ -22,8 +22,10 @@
 # 3 the machine lacks something this script cannot install (no apt, no cgroup controllers):
 # .ci/run reports that loudly and does not fail on it.
 #
-# Nothing here reaches a registry or the internet. Every binary is built from the nested
-# module test/conformance (the upstream sources are in the Go module cache); every image the
+# Nothing here reaches a registry or the internet. Upstream's binaries and e2e.test are built
+# from the fixture module test/apiserver (the one place k8s.io/kubernetes may appear; the
+# upstream sources are in the Go module cache), our cluster tools from test/conformance,
+# which does not depend on k8s.io/kubernetes; every image the
 # specs name is assembled locally (test/conformance/ociimage) and imported into the cluster's
 # own containerd. The whole cluster runs in the network namespace "kpc": the host's network,
 # routes and rules are never touched, and no packet of the tests can leave the machine.
@@ -85,11 +87,12 @@ env_fail() { printf '\n!!! conformance: ENVIRONMENT: %s\n!!! (not a test failure
 # ---------------------------------------------------------------------------------------------
 # build
 
-# go_build runs one go command of the nested module; a failure to download a module (no
-# network, proxy down) is the environment's, not a defect of this repository.
+# go_build runs one go command of the upstream fixture module test/apiserver; a failure to
+# download a module (no network, proxy down) is the environment's, not a defect of this
+# repository.
 go_build() {
   local out rc=0
-  out=$(cd "$root/test/conformance" && CGO_ENABLED=0 "$@" 2>&1) || rc=$?
+  out=$(cd "$root/test/apiserver" && CGO_ENABLED=0 "$@" 2>&1) || rc=$?
   [ -n "$out" ] && printf '%s\n' "$out" >&2
   if [ $rc -ne 0 ]; then
     if grep -qE 'dial tcp|no such host|i/o timeout|TLS handshake|connection refused' <<<"$out"; then

@@ -59,7 +59,7 @@ echo "== root module (k8s.io/kube-proxy)"
 gotest . ./test/vm || status=1
 
 # Nested modules (test/consumer, ...) each prove something about the product on their own.
-# The upstream-building ones hold no Go of their own: test/apiserver and test/etcd build
+# The upstream-building ones are skipped: test/apiserver and test/etcd build
 # the fixture binaries (hack/build-fixtures.sh), test/bench/upstream the upstream side of
 # the side-by-side benchmark (test/bench/upstream/build.sh generates its driver).
 for mod in $(find test -name go.mod -not -path 'test/apiserver/*' -not -path 'test/etcd/*' -not -path 'test/bench/upstream/*' 2>/dev/null | sort); do

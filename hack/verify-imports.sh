@@ -8,10 +8,13 @@
 #
 # Rules:
 #   no-k8s-kubernetes   nothing imports k8s.io/kubernetes/... (directly or transitively). The nested
-#                       modules test/apiserver, test/etcd and test/bench/upstream are the only
-#                       exception: they only build upstream binaries (for integration tests and
-#                       the side-by-side benchmark) and are not part of either module's package
-#                       graph, so they are never listed here.
+#                       modules test/apiserver and test/bench/upstream are the only exception: they
+#                       only build upstream binaries (for integration tests, the conformance
+#                       cluster and the side-by-side benchmark) and are not part of either module's
+#                       package graph. Every other nested module is checked too, by source: no Go
+#                       file outside test/apiserver may import k8s.io/kubernetes (test/bench/upstream
+#                       generates its driver at build time and keeps none), and no go.mod outside
+#                       those two may require it.
 #   netutils-standalone k8s.io/net-utils imports nothing from k8s.io/kube-proxy.
 #   brain-no-backend    brain, features, config API and library packages import no backend
 #                       (pkg/proxy/{iptables,nftables,ipvs,winkernel,metaproxier}).
@@ -32,6 +35,20 @@ list_imports() {
 {{end}}' ./... 2>/dev/null
 }
 
+# nested_kubernetes prints "file<TAB>k8s.io/kubernetes...<TAB>nested" for every Go file outside
+# test/apiserver that imports k8s.io/kubernetes, and every go.mod outside test/apiserver and
+# test/bench/upstream that requires it. It reads sources rather than asking go list, so build
+# tags (such as a suite's "conformance" tag) cannot hide an import.
+nested_kubernetes() {
+  local dir=$1
+  (cd "$dir" && find . -path ./.git -prune -o -path ./test/apiserver -prune -o -name '*.go' -print |
+    xargs -r grep -HnE '^[[:space:]]*(import[[:space:]]+)?([A-Za-z_.][A-Za-z0-9_]*[[:space:]]+)?"k8s\.io/kubernetes[/"]' |
+    sed -E 's|^\./([^:]*):[0-9]+:.*"(k8s\.io/kubernetes[^"]*)".*|\1\t\2\tnested|')
+  (cd "$dir" && find . -path ./.git -prune -o -path ./test/apiserver -prune -o -path ./test/bench/upstream -prune -o -name go.mod -print |
+    xargs -r grep -HnE '^[[:space:]]*(require[[:space:]]+)?k8s\.io/kubernetes[[:space:]]+v' |
+    sed -E 's|^\./([^:]*):[0-9]+:.*|\1\tk8s.io/kubernetes\tnested|')
+}
+
 check_tree() {
   local dir=$1
   local out status=0
@@ -42,6 +59,7 @@ check_tree() {
       # Transitive check: a dependency could drag k/k in even when no file of ours names it.
       (cd "$dir" && go list -e -deps -test ./... 2>/dev/null | sed -n 's|^\(k8s.io/kubernetes.*\)$|(transitive)	\1	prod|p')
       (cd "$dir/netutils" && go list -e -deps -test ./... 2>/dev/null | sed -n 's|^\(k8s.io/kubernetes.*\)$|(transitive)	\1	prod|p')
+      nested_kubernetes "$dir"
     } | awk -F '\t' -f "$root/hack/verify-imports.awk" | sort -u
   )
   if [ -n "$out" ]; then
@@ -67,6 +85,10 @@ self_test() {
   plant pkg/proxy/zzplantedcmd zzplantedcmd k8s.io/kube-proxy/cmd/kube-proxy/app
   plant config/zzplantedallow zzplantedallow sigs.k8s.io/knftables
   plant pkg/proxy/zzplantedgrpc zzplantedgrpc google.golang.org/grpc
+  # A nested module's file behind a build tag, as a conformance suite's entry point would be.
+  mkdir -p "$tmp/test/zzplantednested"
+  printf '//go:build zzplanted\n\npackage zzplantednested\n\nimport (\n\t"testing"\n\n\tupstream "k8s.io/kubernetes/test/e2e"\n)\n' >"$tmp/test/zzplantednested/zz_planted_test.go"
+  printf 'module example.com/zzplanted\n\nrequire k8s.io/kubernetes v1.37.2\n' >"$tmp/test/zzplantednested/go.mod"
 
   local out
   out=$(check_tree "$tmp" || true)
@@ -78,6 +100,8 @@ self_test() {
     "k8s.io/kube-proxy/pkg/proxy/zzplantedcmd -> k8s.io/kube-proxy/cmd/kube-proxy/app (only-cmd-imports-cmd)"
     "k8s.io/kube-proxy/config/zzplantedallow -> sigs.k8s.io/knftables (layer-allowlist)"
     "k8s.io/kube-proxy/pkg/proxy/zzplantedgrpc -> google.golang.org/grpc (layer-allowlist)"
+    "test/zzplantednested/zz_planted_test.go -> k8s.io/kubernetes/test/e2e (no-k8s-kubernetes)"
+    "test/zzplantednested/go.mod -> k8s.io/kubernetes (no-k8s-kubernetes)"
   )
   local missing=0
   for w in "${want[@]}"; do

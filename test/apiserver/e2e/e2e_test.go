@@ -1,8 +1,9 @@
 //go:build conformance
 
-// The build tag keeps this suite out of `go vet ./...` and `go test ./...` of the module
-// (hack/test.sh runs those on every nested module): it is built only by hack/conformance.sh,
-// with -tags conformance, and run only against the cluster that script starts.
+// The build tag keeps this suite out of any `go vet ./...` and `go test ./...` of the module:
+// it is built only by hack/conformance.sh, with -tags conformance, and run only against the
+// cluster that script starts. It lives in test/apiserver because that fixture module is the
+// one place k8s.io/kubernetes may be imported (hack/verify-imports.sh checks it).
 
 // Package e2e builds the upstream end-to-end suite restricted to the networking tests: the
 // test sources are upstream's (k8s.io/kubernetes/test/e2e/network), only this entry point is
