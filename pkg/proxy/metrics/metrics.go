@@ -176,6 +176,17 @@ var (
 		"Number of packets rejected on localhost NodePorts. UDP and SCTP are always rejected; TCP is rejected when the localhost NodePort proxy is not running",
 		[]string{"ip_family", "protocol"}, nil, metrics.ALPHA, "")
 
+	// SyncProxyRulesDriftRepairsTotal counts differences between what
+	// kube-proxy programmed and what the kernel held, found by the periodic
+	// check and repaired, by what differed.
+	SyncProxyRulesDriftRepairsTotal = counterVec("sync_proxy_rules_drift_repairs_total",
+		"Cumulative number of rules, set elements or IPVS entries changed outside kube-proxy and repaired", "ip_family", "kind")
+
+	// SyncProxyRulesDriftContested is how many objects another writer keeps
+	// changing back, whose repair kube-proxy now backs off.
+	SyncProxyRulesDriftContested = gaugeVec("sync_proxy_rules_drift_contested_objects",
+		"Number of objects another writer keeps changing after kube-proxy repaired them", "ip_family")
+
 	// ReconcileConntrackFlowsLatency observes one conntrack reconciliation.
 	ReconcileConntrackFlowsLatency = histogramVec("conntrack_reconciler_sync_duration_seconds",
 		"ReconcileConntrackFlowsLatency latency in seconds", syncBuckets(), "ip_family")
@@ -247,6 +258,8 @@ func registerFor(r registry, mode kubeproxyconfig.ProxyMode, localhostNodePorts 
 		// Windows proxier never sets them.
 		NetworkProgrammingLatency,
 		SyncProxyRulesNoLocalEndpointsTotal,
+		SyncProxyRulesDriftRepairsTotal,
+		SyncProxyRulesDriftContested,
 	)
 
 	conntrack := []metrics.Registerable{ReconcileConntrackFlowsLatency, ReconcileConntrackFlowsDeletedEntriesTotal}

@@ -245,6 +245,7 @@ type Shell struct {
 	now      func() time.Time // time.Now; tests move it
 	backend  Backend
 	checker  RulesChecker
+	drifter  DriftChecker
 	validate Validator
 	logger   klog.Logger
 
@@ -273,6 +274,7 @@ type Shell struct {
 	cidrsChanged       bool
 	healthCheckPorts   map[types.NamespacedName]uint16
 	healthCheckChanged bool
+	drift              *driftTracker
 }
 
 // New returns a Shell driving b. ctx is used for syncs run by the loop and
@@ -303,6 +305,11 @@ func New(ctx context.Context, opts Options, b Backend) (*Shell, error) {
 		needFull:  true,
 	}
 	s.checker, _ = b.(RulesChecker)
+	s.drifter, _ = b.(DriftChecker)
+	if s.drifter != nil {
+		s.checker = nil
+		s.drift = newDriftTracker(opts.CheckInterval, opts.FullSyncInterval)
+	}
 	s.validate, _ = b.(Validator)
 	if opts.Logger != nil {
 		s.logger = *opts.Logger
@@ -353,7 +360,7 @@ func (s *Shell) Run(ctx context.Context) {
 		s.opts.Health.Updated(s.opts.Family)
 	}
 	metrics.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(s.opts.Family)).SetToCurrentTime()
-	if s.checker != nil && s.opts.CheckInterval > 0 {
+	if (s.checker != nil || s.drifter != nil) && s.opts.CheckInterval > 0 {
 		// A sync without changes makes no kernel call, so a table removed
 		// from outside would be noticed only at the next change: ask the
 		// backend's cheap check once per interval.
@@ -463,7 +470,11 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 	full := s.needFull ||
 		(s.opts.FullSyncInterval > 0 && !s.noPeriodicFull && start.Sub(s.lastFull) > s.opts.FullSyncInterval)
 	forced := s.checkForced.Swap(false)
-	if due := s.checkDue.Swap(false); !full && s.checker != nil && (forced || (due && start.Sub(s.lastProgrammed) >= s.opts.CheckInterval/2)) {
+	due := s.checkDue.Swap(false)
+	if !full && s.drifter != nil && (forced || due) {
+		full = s.checkDrift(ctx, start)
+	}
+	if !full && s.checker != nil && (forced || (due && start.Sub(s.lastProgrammed) >= s.opts.CheckInterval/2)) {
 		if s.checker.RulesMissing(ctx) {
 			s.logger.Info("Rules were removed behind kube-proxy's back; rewriting them with a full sync")
 			full = true
