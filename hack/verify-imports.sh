@@ -21,7 +21,7 @@
 #   backend-no-backend  a backend imports no other backend, metaproxier excepted.
 #   only-cmd-imports-cmd
 #   layer-allowlist     non-test imports of a layer stay within what CONTRIBUTING.md allows it; gRPC and
-#                       protobuf only in pkg/proxy/localnode/{api/v1,server,client}.
+#                       protobuf only in pkg/proxy/localnodegrpc/{api/v1,server,client}.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -80,7 +80,9 @@ self_test() {
   }
   plant netutils/zzplanted zzplanted k8s.io/kube-proxy/pkg/proxy
   plant pkg/proxy/zzplantedbrain zzplantedbrain k8s.io/kube-proxy/pkg/proxy/iptables
-  plant pkg/proxy/iptables/zzplantedbackend zzplantedbackend k8s.io/kube-proxy/pkg/proxy/nftables
+  plant pkg/proxy/iptables/zzplantedproxier zzplantedproxier k8s.io/kube-proxy/pkg/proxy/nftables
+  plant pkg/proxy/localnode/zzplantedup zzplantedup k8s.io/kube-proxy/pkg/proxy/proxyrun
+  plant pkg/proxy/syncshell/zzplantedpeer zzplantedpeer k8s.io/kube-proxy/pkg/proxy/localnode
   plant config/zzplantedk8s zzplantedk8s k8s.io/kubernetes/pkg/features
   plant pkg/proxy/zzplantedcmd zzplantedcmd k8s.io/kube-proxy/cmd/kube-proxy/app
   plant config/zzplantedallow zzplantedallow sigs.k8s.io/knftables
@@ -94,8 +96,10 @@ self_test() {
   out=$(check_tree "$tmp" || true)
   local want=(
     "k8s.io/net-utils/zzplanted -> k8s.io/kube-proxy/pkg/proxy (netutils-standalone)"
-    "k8s.io/kube-proxy/pkg/proxy/zzplantedbrain -> k8s.io/kube-proxy/pkg/proxy/iptables (brain-no-backend)"
-    "k8s.io/kube-proxy/pkg/proxy/iptables/zzplantedbackend -> k8s.io/kube-proxy/pkg/proxy/nftables (backend-no-backend)"
+    "k8s.io/kube-proxy/pkg/proxy/zzplantedbrain -> k8s.io/kube-proxy/pkg/proxy/iptables (library-no-proxier)"
+    "k8s.io/kube-proxy/pkg/proxy/iptables/zzplantedproxier -> k8s.io/kube-proxy/pkg/proxy/nftables (proxier-no-proxier)"
+    "k8s.io/kube-proxy/pkg/proxy/localnode/zzplantedup -> k8s.io/kube-proxy/pkg/proxy/proxyrun (library-layers-point-down)"
+    "k8s.io/kube-proxy/pkg/proxy/syncshell/zzplantedpeer -> k8s.io/kube-proxy/pkg/proxy/localnode (library-layers-point-down)"
     "k8s.io/kube-proxy/config/zzplantedk8s -> k8s.io/kubernetes/pkg/features (no-k8s-kubernetes)"
     "k8s.io/kube-proxy/pkg/proxy/zzplantedcmd -> k8s.io/kube-proxy/cmd/kube-proxy/app (only-cmd-imports-cmd)"
     "k8s.io/kube-proxy/config/zzplantedallow -> sigs.k8s.io/knftables (layer-allowlist)"

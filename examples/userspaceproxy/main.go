@@ -16,7 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	manifestsource "k8s.io/kube-proxy/pkg/proxy/source/manifests"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )

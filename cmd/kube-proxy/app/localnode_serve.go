@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/features"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	lnserver "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )

@@ -23,8 +23,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy/config"
-	lnclient "k8s.io/kube-proxy/pkg/proxy/localnode/client"
-	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	lnclient "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
+	lnserver "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
 
@@ -139,7 +139,7 @@ func (o localNodeSourceOptions) tlsConfig() (*tls.Config, error) { return o.clie
 
 // addLocalNodeSourceFlags registers --localnode-source and its TLS flags.
 func addLocalNodeSourceFlags(fs *pflag.FlagSet, o *localNodeSourceOptions) {
-	fs.StringVar(&o.address, "localnode-source", o.address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnode/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only; otherwise TLS with --localnode-source-ca-file). "+
+	fs.StringVar(&o.address, "localnode-source", o.address, "Run the proxy mode fed from another process's LocalNode server (one started with --localnode-serve, or any program built on pkg/proxy/localnodegrpc/server) instead of an API server or --manifests: unix:///path.sock or tcp://host:port (plain TCP: loopback only; otherwise TLS with --localnode-source-ca-file). "+
 		"The server's cluster-wide Services, EndpointSlices and ServiceCIDRs feed the proxier, and its Node the topology and /healthz, as a cluster's would; the server must serve this node (see --hostname-override). "+
 		"Cannot be combined with --kubeconfig, --master, --manifests or --localnode-serve.")
 	o.clientTLS.flagPrefix = "localnode-source-"

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	lnclient "k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	lnclient "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
 )
 
 func TestLocalNodeSourceLimitFlags(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	lnserver "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server"
 	proxymetrics "k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source/manifests"

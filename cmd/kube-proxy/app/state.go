@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	lnclient "k8s.io/kube-proxy/pkg/proxy/localnode/client"
-	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	lnclient "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
+	lnserver "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	manifestsource "k8s.io/kube-proxy/pkg/proxy/source/manifests"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	lnserver "k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	lnserver "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"

@@ -4,11 +4,11 @@
 // other processes and languages, and conversions between those messages and the Go types
 // of k8s.io/kube-proxy/pkg/proxy/localnode and of the Kubernetes API.
 //
-// The schema lives under pkg/proxy/localnode, next to the model it mirrors, rather than
-// in a top-level api/ directory: it is one more view of that package's types, versioned
-// by its own directory (v1, later v2 beside it), and keeping it in the library tree lets
-// the import-boundary check treat it as library code. The .proto file is the contract
-// for other languages; docs/versioning.md states its compatibility rules.
+// The schema lives in pkg/proxy/localnodegrpc with the server and client that speak it,
+// above the library's run loop (proxyrun) that the server drives: the node-local model in
+// pkg/proxy/localnode stays free of gRPC and of every layer above it. Versions sit side by
+// side (v1, later v2). The .proto file is the contract for other languages;
+// docs/versioning.md states its compatibility rules.
 //
 // Decoders (the *ToLocal and *ToAPI functions) validate what they read and return an
 // error naming the field and the bad value; they never panic on any input.

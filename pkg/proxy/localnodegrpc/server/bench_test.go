@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
 

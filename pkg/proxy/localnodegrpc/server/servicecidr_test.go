@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )

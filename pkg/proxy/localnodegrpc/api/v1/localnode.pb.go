@@ -2079,7 +2079,7 @@ const file_localnode_proto_rawDesc = "" +
 	"\x0eCONDITION_TRUE\x10\x01\x12\x13\n" +
 	"\x0fCONDITION_FALSE\x10\x022`\n" +
 	"\tLocalNode\x12S\n" +
-	"\x05Watch\x12$.kubeproxy.localnode.v1.WatchRequest\x1a\".kubeproxy.localnode.v1.WatchEvent0\x01B:Z8k8s.io/kube-proxy/pkg/proxy/localnode/api/v1;localnodev1b\x06proto3"
+	"\x05Watch\x12$.kubeproxy.localnode.v1.WatchRequest\x1a\".kubeproxy.localnode.v1.WatchEvent0\x01B>Z<k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1;localnodev1b\x06proto3"
 
 var (
 	file_localnode_proto_rawDescOnce sync.Once

@@ -11,8 +11,8 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
 )
 
 // Object builders: a valid object named victim, and mutate to break one field.

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"k8s.io/component-base/metrics/testutil"
 
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
 

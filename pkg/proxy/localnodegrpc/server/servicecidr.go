@@ -3,7 +3,7 @@ package server
 import (
 	networkingv1 "k8s.io/api/networking/v1"
 
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
 

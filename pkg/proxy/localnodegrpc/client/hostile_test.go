@@ -19,8 +19,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
 )
 
 // fakeServer is a LocalNode server whose Watch is whatever the test makes it: the

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )

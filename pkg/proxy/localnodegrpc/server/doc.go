@@ -1,5 +1,5 @@
 // Package server serves a node's state over gRPC (the LocalNode service of
-// k8s.io/kube-proxy/pkg/proxy/localnode/api/v1): it runs any source through the brain,
+// k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1): it runs any source through the brain,
 // exactly as proxyrun does for an in-process backend, and streams the node-local
 // services of each family, and the global view (the cluster's Services and
 // EndpointSlices before node-local filtering, its ServiceCIDRs when the source delivers
@@ -20,7 +20,7 @@
 // (after an idle timeout, or the oldest first when the slots run out) so that they
 // cannot crowd out real clients.
 //
-// Allowed imports: the library (localnode, localnode/api/v1, backend, source,
+// Allowed imports: the library (localnode, localnodegrpc/api/v1, backend, source,
 // proxyrun), the standard library, k8s.io/{api,apimachinery,klog}, component-base
-// metrics and google.golang.org/{grpc,protobuf}. No backend.
+// metrics and google.golang.org/{grpc,protobuf}. No proxier.
 package server

@@ -13,9 +13,9 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/client"
-	"k8s.io/kube-proxy/pkg/proxy/localnode/server"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/client"
+	"k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server"
 	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"

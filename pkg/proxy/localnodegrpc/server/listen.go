@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/klog/v2"
 
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 )
 

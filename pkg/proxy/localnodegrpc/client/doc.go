@@ -1,5 +1,5 @@
 // Package client reads a node's state from a LocalNode gRPC server (see
-// k8s.io/kube-proxy/pkg/proxy/localnode/server) and hands it on, in one of two ways:
+// k8s.io/kube-proxy/pkg/proxy/localnodegrpc/server) and hands it on, in one of two ways:
 //
 //   - Source is a source.Source built from the server's global view: the cluster's
 //     Services, EndpointSlices and ServiceCIDRs and this Node. proxyrun runs any backend on it
@@ -20,7 +20,7 @@
 // each new one and every tenth repeat; the connection that delivers a state again is
 // logged once.
 //
-// Allowed imports: the library (localnode, localnode/api/v1, backend, source), the
+// Allowed imports: the library (localnode, localnodegrpc/api/v1, backend, source), the
 // standard library, k8s.io/{api,apimachinery,component-base (metrics),klog} and google.golang.org/{grpc,protobuf}.
-// No backend.
+// No proxier.
 package client

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
 )
 
 // kind is the kind of a stored object.

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy/backend"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
-	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnode/api/v1"
+	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
 )
 
 // NodeLocal is the node-local state a client holds: the services of each family.
