@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-
-	"k8s.io/kube-proxy/pkg/proxy/config"
 )
 
 // dryRunQuiet is how long the proxiers' output must stay unchanged before a dry run
@@ -155,35 +153,17 @@ func (d *dryRunOutput) waitAndPrint(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// track counts what the Service and EndpointSlice informers deliver. Like the
-// proxier's, the handlers must be registered before the informers start. A nil
-// d (not a dry run) tracks nothing.
-func (d *dryRunOutput) track(services *config.ServiceConfig, slices *config.EndpointSliceConfig) {
-	if d == nil {
-		return
-	}
-	services.RegisterEventHandler(d)
-	slices.RegisterEventHandler(d)
-}
-
-// holdForServiceCIDRs registers d on the ServiceCIDR informer (after the
-// proxier) and returns a channel that closes once the informer has reported
-// the cluster's ServiceCIDRs. A dry run prints its first full sync, whose
-// cluster-ips-check rules depend on those ranges, but the proxier takes new
-// ranges only at its next sync, which a dry run never reaches: so the caller
-// holds back the Services' and EndpointSlices' "synced" signals, and with them
-// that first sync, until the channel closes. A real proxier does not wait.
-// For a nil d (not a dry run) the channel is already closed.
-func (d *dryRunOutput) holdForServiceCIDRs(cidrs *config.ServiceCIDRConfig) <-chan struct{} {
-	if d == nil {
-		done := make(chan struct{})
-		close(done)
-		return done
-	}
+// holdForServiceCIDRs returns a channel that closes once the ServiceCIDR informer
+// has reported the cluster's ServiceCIDRs to the proxier (the informer handler tells
+// d after the proxier). A dry run prints its first full sync, whose
+// cluster-ips-check rules depend on those ranges, but the proxier takes new ranges
+// only at its next sync, which a dry run never reaches: so the source holds back the
+// Services' and EndpointSlices' "synced" signals, and with them that first sync,
+// until the channel closes. A real proxier does not wait.
+func (d *dryRunOutput) holdForServiceCIDRs() <-chan struct{} {
 	d.mu.Lock()
 	d.cidrsTracked = true
 	d.mu.Unlock()
-	cidrs.RegisterEventHandler(d)
 	return d.cidrsListed
 }
 

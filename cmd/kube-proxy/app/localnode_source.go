@@ -548,6 +548,26 @@ func (s *ProxyServer) startLocalNodeSource(ctx context.Context) {
 	s.startNodeInformers(ctx)
 }
 
+// seedTopology hands the proxier the Node's topology labels before anything
+// else reaches it, when the NodeManager already has the Node (as the API server
+// source does with WithNodeInformer).
+func (s *ProxyServer) seedTopology() {
+	if node := s.NodeManager.Node(); node != nil {
+		s.Proxier.OnTopologyChange(nodeTopologyLabels(node))
+	}
+}
+
+// startNodeInformers feeds the NodeManager, and the proxier's topology, from the
+// NodeManager's informer on this node's Node.
+func (s *ProxyServer) startNodeInformers(ctx context.Context) {
+	resync := s.Config.ConfigSyncPeriod.Duration
+	nodeConfig := config.NewNodeConfig(ctx, s.NodeManager.NodeInformer(), resync)
+	nodeConfig.RegisterEventHandler(s.NodeManager)
+	nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, s.NodeManager.NodeInformer(), resync)
+	nodeTopologyConfig.RegisterEventHandler(s.Proxier)
+	go nodeConfig.Run(ctx.Done())
+}
+
 // nodeTopologyLabels picks the Node labels config.NodeTopologyConfig hands the proxier.
 func nodeTopologyLabels(node *v1.Node) map[string]string {
 	labels := map[string]string{}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -261,78 +262,97 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 }
 
 // startInformers feeds the proxier (and the NodeManager) from the API server, or from
-// the manifests' fake one, or from a LocalNode server (--localnode-source).
+// the manifests' fake one, or from a LocalNode server (--localnode-source). The API
+// server is read through the library's Kubernetes source, so the binary and a library
+// proxy list and watch exactly the same objects the same way.
 func (s *ProxyServer) startInformers(ctx context.Context) {
 	if s.localNode != nil {
 		s.startLocalNodeSource(ctx)
 		return
 	}
-	// Headless Services are resolved by DNS, and Services claimed by another proxy are
-	// not ours; the library's Kubernetes source selects the same way. The Node comes
-	// from the NodeManager's informer instead.
-	resync := s.Config.ConfigSyncPeriod.Duration
-	factories := source.NewInformerFactories(s.Client, resync, "")
-
-	s.seedTopology()
-	// Handlers are registered before the informers start, so no initial event is lost.
-	var cidrsListed <-chan struct{}
-	if features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
-		serviceCIDRConfig := config.NewServiceCIDRConfig(ctx, factories.Unfiltered.Networking().V1().ServiceCIDRs(), resync)
-		serviceCIDRConfig.RegisterEventHandler(s.Proxier)
-		cidrsListed = s.dryRun.holdForServiceCIDRs(serviceCIDRConfig)
-		go serviceCIDRConfig.Run(ctx.Done())
+	src := source.NewKubernetes(s.Client, s.NodeName, s.Config.ConfigSyncPeriod.Duration).
+		WithNodeInformer(s.NodeManager.NodeInformer())
+	if !features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
+		src.WithoutServiceCIDRs()
+	} else if s.dryRun != nil {
+		src.HoldSyncedUntil(s.dryRun.holdForServiceCIDRs())
 	}
-
-	serviceConfig := config.NewServiceConfig(ctx, factories.Services.Core().V1().Services(), resync)
-	serviceConfig.RegisterEventHandler(s.Proxier)
-	endpointSliceConfig := config.NewEndpointSliceConfig(ctx, factories.EndpointSlices.Discovery().V1().EndpointSlices(), resync)
-	endpointSliceConfig.RegisterEventHandler(s.Proxier)
-	s.dryRun.track(serviceConfig, endpointSliceConfig)
-	// The configs' Run sends the "synced" signals that allow the first sync;
-	// events before them reach the proxier's trackers either way.
+	h := &informerHandler{Provider: s.Proxier, nodes: s.NodeManager, dryRun: s.dryRun}
 	go func() {
-		if cidrsListed != nil {
-			select {
-			case <-cidrsListed:
-			case <-ctx.Done():
-				return
-			}
+		if err := src.Run(ctx, h); err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot read the API server")
 		}
-		go serviceConfig.Run(ctx.Done())
-		endpointSliceConfig.Run(ctx.Done())
 	}()
-	factories.Start(ctx.Done())
-	s.startNodeInformers(ctx)
 }
 
-// seedTopology hands the proxier the Node's topology labels before anything
-// else reaches it, when the NodeManager already has the Node: the first sync
-// then picks endpoints with them, and the topology informer's own first report
-// changes nothing. That report comes from a handler added to a running
-// informer, asynchronously; arriving after the first sync, it forced a second
-// full sync at startup, and a dry run printed the first without the Node's
-// zone.
-func (s *ProxyServer) seedTopology() {
-	if s.NodeManager == nil {
-		return
-	}
-	if node := s.NodeManager.Node(); node != nil {
-		s.Proxier.OnTopologyChange(nodeTopologyLabels(node))
+// informerHandler is what the API server source feeds: the proxier, the NodeManager
+// (which exits the process when the Node's addresses or pod CIDRs change, as upstream
+// does), and a dry run's progress counters (nil when not a dry run), which hear of
+// everything after the proxier does.
+type informerHandler struct {
+	proxy.Provider
+	nodes  *proxy.NodeManager
+	dryRun *dryRunOutput
+}
+
+var (
+	_ source.Handler            = &informerHandler{}
+	_ source.NodeHandler        = &informerHandler{}
+	_ config.ServiceCIDRHandler = &informerHandler{}
+)
+
+func (h *informerHandler) OnServiceAdd(svc *v1.Service) {
+	h.Provider.OnServiceAdd(svc)
+	if h.dryRun != nil {
+		h.dryRun.OnServiceAdd(svc)
 	}
 }
 
-// startNodeInformers feeds the NodeManager, and the proxier's topology, from the
-// NodeManager's informer on this node's Node.
-func (s *ProxyServer) startNodeInformers(ctx context.Context) {
-	resync := s.Config.ConfigSyncPeriod.Duration
-	if s.NodeManager != nil {
-		nodeConfig := config.NewNodeConfig(ctx, s.NodeManager.NodeInformer(), resync)
-		nodeConfig.RegisterEventHandler(s.NodeManager)
-		nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, s.NodeManager.NodeInformer(), resync)
-		nodeTopologyConfig.RegisterEventHandler(s.Proxier)
-		go nodeConfig.Run(ctx.Done())
+func (h *informerHandler) OnServiceDelete(svc *v1.Service) {
+	h.Provider.OnServiceDelete(svc)
+	if h.dryRun != nil {
+		h.dryRun.OnServiceDelete(svc)
 	}
 }
+
+func (h *informerHandler) OnServiceSynced() {
+	h.Provider.OnServiceSynced()
+	if h.dryRun != nil {
+		h.dryRun.OnServiceSynced()
+	}
+}
+
+func (h *informerHandler) OnEndpointSliceAdd(slice *discoveryv1.EndpointSlice) {
+	h.Provider.OnEndpointSliceAdd(slice)
+	if h.dryRun != nil {
+		h.dryRun.OnEndpointSliceAdd(slice)
+	}
+}
+
+func (h *informerHandler) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
+	h.Provider.OnEndpointSliceDelete(slice)
+	if h.dryRun != nil {
+		h.dryRun.OnEndpointSliceDelete(slice)
+	}
+}
+
+func (h *informerHandler) OnEndpointSlicesSynced() {
+	h.Provider.OnEndpointSlicesSynced()
+	if h.dryRun != nil {
+		h.dryRun.OnEndpointSlicesSynced()
+	}
+}
+
+func (h *informerHandler) OnServiceCIDRsChanged(cidrs []string) {
+	h.Provider.OnServiceCIDRsChanged(cidrs)
+	if h.dryRun != nil {
+		h.dryRun.OnServiceCIDRsChanged(cidrs)
+	}
+}
+
+func (h *informerHandler) OnNodeChange(node *v1.Node) { h.nodes.OnNodeChange(node) }
+func (h *informerHandler) OnNodeDelete(node *v1.Node) { h.nodes.OnNodeDelete(node) }
+func (h *informerHandler) OnNodeSynced()              { h.nodes.OnNodeSynced() }
 
 // runManifests re-reads the manifests as they change, until the returned stop is
 // called. Run must not return while the manifest source may still write: a rescan that

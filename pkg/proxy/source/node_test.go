@@ -2,12 +2,16 @@ package source
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
@@ -144,4 +148,59 @@ func TestKubernetesDeliversNode(t *testing.T) {
 			waitFor(t, &r.Recorder, "node-delete "+tc.nodeName)
 		})
 	}
+}
+
+// With a Node informer of the caller's that already holds the Node, the topology
+// labels come first, before any Service, and the Node is not watched a second time;
+// HoldSyncedUntil keeps the Services' and EndpointSlices' synced signals back until
+// it is released, while the objects themselves are delivered.
+func TestKubernetesNodeInformerAndHold(t *testing.T) {
+	client := fake.NewClientset(st.Node("n1", "z1"), st.Service("ns", "web", []string{"10.0.0.1"}))
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodes := factory.Core().V1().Nodes()
+	nodes.Informer() // asked for before Start
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
+		t.Fatal("node informer did not sync")
+	}
+
+	hold := make(chan struct{})
+	r := &nodeRecorder{}
+	done := make(chan error, 1)
+	go func() {
+		done <- NewKubernetes(client, "n1", 0).WithNodeInformer(nodes).HoldSyncedUntil(hold).Run(ctx, r)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		factory.Shutdown()
+	})
+	waitFor(t, &r.Recorder, "svc-add ns/web")
+	waitFor(t, &r.Recorder, "node-synced")
+	got := r.Take()
+	if len(got) == 0 || got[0] != "topology map[topology.kubernetes.io/zone:z1]" {
+		t.Fatalf("first event %v, want the held Node's topology before anything else", got)
+	}
+	if slices.Contains(got, "svc-synced") || slices.Contains(got, "slices-synced") {
+		t.Fatalf("synced before the hold was released: %v", got)
+	}
+	close(hold)
+	waitFor(t, &r.Recorder, "svc-synced")
+	waitFor(t, &r.Recorder, "slices-synced")
+	if n := countVerb(client.Actions(), "nodes", "watch"); n != 1 {
+		t.Fatalf("the Node is watched %d times, want once (the caller's informer)", n)
+	}
+}
+
+func countVerb(actions []clienttesting.Action, resource, verb string) int {
+	n := 0
+	for _, a := range actions {
+		if a.GetResource().Resource == resource && a.GetVerb() == verb {
+			n++
+		}
+	}
+	return n
 }
