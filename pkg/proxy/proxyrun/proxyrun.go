@@ -275,16 +275,35 @@ func (p *Proxy) OnEndpointSlicesSynced() {
 }
 
 func (p *Proxy) sliceChanged(slice *discovery.EndpointSlice, removed bool) {
+	if slice == nil {
+		return
+	}
 	p.events.Add(1)
 	// Locations first: the tracker reads them when it converts the slice at sync time.
 	p.locs.Update(slice, removed)
+	// A slice holds addresses of one family (AddressType, which is immutable): only that
+	// family's shell hears of it, as metaproxier routes slices between its proxiers.
+	// FQDN slices match no family.
 	for _, f := range p.families {
+		if !sliceOfFamily(slice, f.name) {
+			continue
+		}
 		if removed {
 			f.shell.OnEndpointSliceDelete(slice)
 		} else {
 			f.shell.OnEndpointSliceUpdate(nil, slice)
 		}
 	}
+}
+
+func sliceOfFamily(slice *discovery.EndpointSlice, f localnode.Family) bool {
+	switch slice.AddressType {
+	case discovery.AddressTypeIPv4:
+		return f == localnode.IPv4
+	case discovery.AddressTypeIPv6:
+		return f == localnode.IPv6
+	}
+	return false
 }
 
 // OnTopologyChange implements config.NodeTopologyHandler.
