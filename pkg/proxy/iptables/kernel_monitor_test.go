@@ -106,13 +106,15 @@ func TestKernelCanaryMonitor(t *testing.T) {
 		waitFor("the Monitor to create its canaries", canaries)
 
 		// The firewall reload: every table flushed, every chain
-		// deleted. Named explicitly, so it cannot run on the host.
-		for _, table := range []string{"mangle", "nat", "filter"} {
-			for _, op := range []string{"-F", "-X"} {
-				if out, err := exec.Command("ip", "netns", "exec", ns, bin+"-"+variant, "-t", table, op).CombinedOutput(); err != nil {
-					t.Fatalf("%s -t %s %s: %v: %s", bin, table, op, err, out)
-				}
-			}
+		// deleted, as a firewall manager does it, one restore that
+		// replaces each table whole. (Separate -F and -X calls raced
+		// with the Monitor: having seen mangle go, kube-proxy re-added
+		// filter rules between filter's -F and -X, and -X failed with
+		// EBUSY.) Named explicitly, so it cannot run on the host.
+		restore := exec.Command("ip", "netns", "exec", ns, bin+"-"+variant+"-restore")
+		restore.Stdin = strings.NewReader("*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n")
+		if out, err := restore.CombinedOutput(); err != nil {
+			t.Fatalf("%s-%s-restore of empty tables: %v: %s", bin, variant, err, out)
 		}
 		if ok, _ := served(); ok {
 			t.Fatalf("service still handled after wiping the tables")

@@ -3,7 +3,6 @@
 package iptables
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -42,14 +41,6 @@ type sepInfo struct {
 	comment  string // `"ns/svc:port -> ip:port"`
 }
 
-// modelScratch is reused by every conversion, so sorting endpoints into the
-// brain's order allocates nothing.
-type modelScratch struct {
-	text  []byte
-	spans [][2]int
-	order []int
-}
-
 // portModel returns the model to render name from, converting it through
 // localnode.Computer.ComputeServicePort unless the port's ServicePort and
 // resolved policy are the very ones the previous model came from. It
@@ -71,51 +62,34 @@ func (p *Proxier) portModel(ctx context.Context, r *portRules, name proxy.Servic
 	old := m.reachable
 	*m = portModel{info: info, tp: tp, ln: ln, internal: ln.InternalNoEndpoints(), external: ln.ExternalNoEndpoints()}
 
-	// The node-local model sorts endpoints by address; the rules list them
-	// by their "ip:port" text, as the brain does, which goldens and upstream
-	// parity follow.
-	sc := &p.scratch
-	sc.text, sc.spans, sc.order = sc.text[:0], sc.spans[:0], sc.order[:0]
-	for i := range ln.Endpoints {
-		start := len(sc.text)
-		sc.text = ln.Endpoints[i].AddrPort().AppendTo(sc.text)
-		sc.spans = append(sc.spans, [2]int{start, len(sc.text)})
-		sc.order = append(sc.order, i)
-	}
-	text := func(i int) []byte { return sc.text[sc.spans[i][0]:sc.spans[i][1]] }
-	slices.SortFunc(sc.order, func(a, b int) int { return bytes.Compare(text(a), text(b)) })
-
-	n := len(ln.Endpoints)
+	order := ln.RuleOrder()
+	n := len(order.Endpoints)
 	if n == 0 {
 		return m
 	}
 	m.reachable = make([]sepInfo, n)
-	byPolicy := make([]*sepInfo, 0, 2*n)
-	useCluster, useLocal := ln.UsesClusterEndpoints(), ln.UsesLocalEndpoints()
 	// old is in the same order, so one merge pass finds the endpoints that
-	// stayed and keeps their strings. byPolicy holds the cluster endpoints,
-	// then the local ones.
+	// stayed and keeps their chain names and comments.
 	j := 0
-	for k, i := range sc.order {
-		t := text(i)
-		for j < len(old) && old[j].endpoint < string(t) {
+	for k, t := range order.Text {
+		for j < len(old) && old[j].endpoint < t {
 			j++
 		}
-		if j < len(old) && old[j].endpoint == string(t) {
+		if j < len(old) && old[j].endpoint == t {
 			m.reachable[k] = old[j]
 			j++
 		} else {
-			m.reachable[k] = newSEPInfo(info, string(t), ln.Endpoints[i].IP.Is6())
-		}
-		if useCluster && ln.Endpoints[i].ForCluster {
-			byPolicy = append(byPolicy, &m.reachable[k])
+			m.reachable[k] = newSEPInfo(info, t, order.Endpoints[k].IP.Is6())
 		}
 	}
+	// One backing array: the cluster endpoints, then the local ones.
+	byPolicy := make([]*sepInfo, 0, len(order.Cluster)+len(order.Local))
+	for _, k := range order.Cluster {
+		byPolicy = append(byPolicy, &m.reachable[k])
+	}
 	m.cluster = byPolicy[:len(byPolicy):len(byPolicy)]
-	for k, i := range sc.order {
-		if useLocal && ln.Endpoints[i].ForLocal {
-			byPolicy = append(byPolicy, &m.reachable[k])
-		}
+	for _, k := range order.Local {
+		byPolicy = append(byPolicy, &m.reachable[k])
 	}
 	m.local = byPolicy[len(m.cluster):]
 	return m

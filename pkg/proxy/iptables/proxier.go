@@ -96,9 +96,8 @@ type Proxier struct {
 	syncer *syncer
 	tables tables
 	// local converts changed service ports into the library's node-local
-	// model, which the generator renders; scratch is its reused space.
-	local   *localnode.Computer
-	scratch modelScratch
+	// model, which the generator renders.
+	local *localnode.Computer
 
 	// Constant after construction.
 	syncPeriod        time.Duration

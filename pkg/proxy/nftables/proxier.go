@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -407,32 +406,22 @@ func (p *Proxier) modelOf(name proxy.ServicePortName, svc proxy.ServicePort, ln 
 		m.sourceRanges = append(m.sourceRanges, &net.IPNet{IP: r.Addr().AsSlice(), Mask: net.CIDRMask(r.Bits(), r.Addr().BitLen())})
 	}
 
-	// The rule generator lists endpoints in the brain's order (by
-	// "ip:port" text), which the goldens and the slot layout follow; the
-	// node-local model sorts by address.
-	all := make([]endpointModel, len(ln.Endpoints))
-	order := make([]int, len(all))
-	for i := range ln.Endpoints {
-		ep := &ln.Endpoints[i]
-		endpoint := ep.AddrPort().String()
-		all[i] = endpointModel{ip: hostOf(endpoint, ep.IP.Is6()), port: int(ep.Port), local: ep.Local, endpoint: endpoint,
+	order := ln.RuleOrder()
+	all := make([]endpointModel, len(order.Endpoints))
+	m.reachableEndpoints = make([]*endpointModel, len(all))
+	for k, ep := range order.Endpoints {
+		endpoint := order.Text[k]
+		all[k] = endpointModel{ip: hostOf(endpoint, ep.IP.Is6()), port: int(ep.Port), local: ep.Local, endpoint: endpoint,
 			namespace: namespace, name: svcName, protocol: protocol, portName: portName}
-		order[i] = i
+		m.reachableEndpoints[k] = &all[k]
 	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(all[a].endpoint, all[b].endpoint) })
-	m.reachableEndpoints = make([]*endpointModel, 0, len(all))
-	m.clusterEndpoints = make([]*endpointModel, 0, len(all))
-	m.localEndpoints = make([]*endpointModel, 0, len(all))
-	useCluster, useLocal := ln.UsesClusterEndpoints(), ln.UsesLocalEndpoints()
-	for _, i := range order {
-		e, src := &all[i], &ln.Endpoints[i]
-		m.reachableEndpoints = append(m.reachableEndpoints, e)
-		if useCluster && src.ForCluster {
-			m.clusterEndpoints = append(m.clusterEndpoints, e)
-		}
-		if useLocal && src.ForLocal {
-			m.localEndpoints = append(m.localEndpoints, e)
-		}
+	m.clusterEndpoints = make([]*endpointModel, len(order.Cluster))
+	for j, k := range order.Cluster {
+		m.clusterEndpoints[j] = &all[k]
+	}
+	m.localEndpoints = make([]*endpointModel, len(order.Local))
+	for j, k := range order.Local {
+		m.localEndpoints[j] = &all[k]
 	}
 	m.usesCluster = len(m.clusterEndpoints) > 0
 	m.usesLocal = len(m.localEndpoints) > 0
