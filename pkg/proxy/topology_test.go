@@ -279,3 +279,45 @@ func sameSet(a, b []string) bool {
 	slices.Sort(y)
 	return slices.Equal(x, y)
 }
+
+func TestTrafficPolicyUnchanged(t *testing.T) {
+	a := &BaseEndpointInfo{}
+	b := &BaseEndpointInfo{}
+	base := func() *TrafficPolicy {
+		return &TrafficPolicy{ClusterEndpoints: []Endpoint{a, b}, ReachableEndpoints: []Endpoint{a, b}, HasEndpoints: true, UsesClusterEndpoints: true}
+	}
+	// valueEndpoint is an endpoint implementation that is not a pointer: never taken
+	// as unchanged, since it could not be compared safely.
+	type valueEndpoint struct{ *BaseEndpointInfo }
+	for _, tc := range []struct {
+		name   string
+		mutate func(*TrafficPolicy)
+		want   bool
+	}{
+		{"same values", func(*TrafficPolicy) {}, true},
+		{"an endpoint replaced by an equal copy", func(tp *TrafficPolicy) {
+			c := *b
+			tp.ClusterEndpoints = []Endpoint{a, &c}
+		}, false},
+		{"one endpoint fewer", func(tp *TrafficPolicy) { tp.ReachableEndpoints = []Endpoint{a} }, false},
+		{"order changed", func(tp *TrafficPolicy) { tp.ClusterEndpoints = []Endpoint{b, a} }, false},
+		{"decision changed", func(tp *TrafficPolicy) { tp.External = Drop }, false},
+		{"policy changed", func(tp *TrafficPolicy) { tp.InternalLocal = true }, false},
+		{"non-pointer endpoint type", func(tp *TrafficPolicy) { tp.LocalEndpoints = []Endpoint{valueEndpoint{a}} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, cur := base(), base()
+			if tc.name == "non-pointer endpoint type" {
+				old.LocalEndpoints = []Endpoint{valueEndpoint{a}}
+			}
+			tc.mutate(cur)
+			if got := cur.Unchanged(old); got != tc.want {
+				t.Errorf("Unchanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var nilTP *TrafficPolicy
+	if nilTP.Unchanged(base()) || !nilTP.Unchanged(nil) {
+		t.Error("nil policies: only nil is unchanged from nil")
+	}
+}

@@ -4,7 +4,6 @@ package iptables
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"k8s.io/kube-proxy/pkg/proxy"
@@ -50,7 +49,7 @@ func (p *Proxier) portModel(ctx context.Context, r *portRules, name proxy.Servic
 		r.model = &portModel{}
 	}
 	m := r.model
-	if m.info == info && m.tp != nil && samePolicy(m.tp, tp) {
+	if m.info == info && m.tp != nil && tp.Unchanged(m.tp) {
 		m.tp = tp
 		return m
 	}
@@ -106,26 +105,4 @@ func newSEPInfo(info *servicePortInfo, endpoint string, is6 bool) sepInfo {
 		chain:    endpointChainName(info.nameString, info.protocol, endpoint),
 		comment:  `"` + info.nameString + ` -> ` + endpoint + `"`,
 	}
-}
-
-// samePolicy reports whether b resolves to what a did: the same decisions
-// over the very same endpoint values. The tracker replaces an endpoint when
-// it changes and never modifies one, so identity is enough; endpoints of
-// other types are never taken as unchanged.
-func samePolicy(a, b *proxy.TrafficPolicy) bool {
-	if a == b {
-		return true
-	}
-	return a.HasEndpoints == b.HasEndpoints && a.InternalLocal == b.InternalLocal && a.ExternalLocal == b.ExternalLocal &&
-		a.Internal == b.Internal && a.External == b.External &&
-		a.UsesClusterEndpoints == b.UsesClusterEndpoints && a.UsesLocalEndpoints == b.UsesLocalEndpoints &&
-		sameEndpoints(a.ClusterEndpoints, b.ClusterEndpoints) && sameEndpoints(a.LocalEndpoints, b.LocalEndpoints) &&
-		sameEndpoints(a.ReachableEndpoints, b.ReachableEndpoints)
-}
-
-func sameEndpoints(a, b []proxy.Endpoint) bool {
-	return slices.EqualFunc(a, b, func(x, y proxy.Endpoint) bool {
-		bx, ok := x.(*proxy.BaseEndpointInfo)
-		return ok && proxy.Endpoint(bx) == y
-	})
 }

@@ -145,30 +145,8 @@ func (r *portRender) setInputs(svc proxy.ServicePort, eps []proxy.Endpoint, tp *
 // ServicePort and endpoint values (the trackers replace what changes), the
 // same policy decision and the same node addresses.
 func (r *portRender) sameInputs(svc proxy.ServicePort, eps []proxy.Endpoint, tp *proxy.TrafficPolicy, nodeGen uint64) bool {
-	return r.nodeGen == nodeGen && sameValue(r.svc, svc) && r.iLocal == tp.InternalLocal && r.eLocal == tp.ExternalLocal &&
-		sameEndpoints(r.eps, eps) && sameEndpoints(r.cluster, tp.ClusterEndpoints) && sameEndpoints(r.local, tp.LocalEndpoints)
-}
-
-func sameEndpoints(a, b []proxy.Endpoint) bool {
-	return slices.EqualFunc(a, b, func(x, y proxy.Endpoint) bool { return sameValue(x, y) })
-}
-
-// sameValue compares pointers only: other dynamic types may not be
-// comparable, and are taken as changed.
-func sameValue[T any](a, b T) bool {
-	pa, ok := any(a).(interface{ String() string })
-	if !ok {
-		return false
-	}
-	switch x := pa.(type) {
-	case *proxy.BaseEndpointInfo:
-		y, ok := any(b).(*proxy.BaseEndpointInfo)
-		return ok && x == y
-	case *servicePortInfo:
-		y, ok := any(b).(*servicePortInfo)
-		return ok && x == y
-	}
-	return false
+	return r.nodeGen == nodeGen && proxy.SameServicePort(r.svc, svc) && r.iLocal == tp.InternalLocal && r.eLocal == tp.ExternalLocal &&
+		proxy.SameEndpoints(r.eps, eps) && proxy.SameEndpoints(r.cluster, tp.ClusterEndpoints) && proxy.SameEndpoints(r.local, tp.LocalEndpoints)
 }
 
 // state is the proxier's authoritative view: what each service port wants

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"reflect"
 	"slices"
 	"time"
 
@@ -107,7 +106,7 @@ func (c *Computer) compute(ctx context.Context, services proxy.ServicePortMap, e
 			first = &eps[0]
 		}
 		e := c.cache[spn]
-		if e != nil && reusable(e.port, sp) && e.eps == first && e.neps == len(eps) {
+		if e != nil && proxy.SameServicePort(e.port, sp) && e.eps == first && e.neps == len(eps) {
 			e.seen = c.pass
 			continue
 		}
@@ -149,16 +148,6 @@ func (c *Computer) compute(ctx context.Context, services proxy.ServicePortMap, e
 		st.Services[i] = e.svc
 	}
 	return st
-}
-
-// reusable reports whether a cached result for old still holds for cur: they must be the
-// same pointer. Values of other kinds are never reused, since comparing them could panic
-// or miss an in-place change.
-func reusable(old, cur proxy.ServicePort) bool {
-	if old == nil || reflect.TypeOf(cur).Kind() != reflect.Pointer {
-		return false
-	}
-	return old == cur
 }
 
 func (c *Computer) convert(logger klog.Logger, spn proxy.ServicePortName, sp proxy.ServicePort, tp *proxy.TrafficPolicy) (Service, bool) {
