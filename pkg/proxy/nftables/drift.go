@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
@@ -71,9 +72,13 @@ type driftState struct {
 	// verified says the kernel matched the view at gen.
 	gen      uint32
 	verified bool
-	// fingerprints of the chains' rules as found by the last check, by
-	// chain; dropped for a chain whenever this process writes it.
+	// fingerprints of the chains' rules, by chain, learned from the
+	// kernel while it matched the view; dropped for a chain whenever this
+	// process writes it, and learned again by the next check (unlearned
+	// names those, allUnlearned all after a full sync).
 	fingerprints map[string]uint64
+	unlearned    map[string]struct{}
+	allUnlearned bool
 	// fixed is what the syncer wrote outside the view: the chains, sets,
 	// maps and elements of setup (and the cluster-ips-check chain).
 	fixed fixedObjects
@@ -213,10 +218,18 @@ func (d *driftState) afterWrite(before uint32, beforeOK bool, commits int, full 
 	if fixed != nil {
 		d.fixed = *fixed
 	}
+	if d.unlearned == nil {
+		d.unlearned = map[string]struct{}{}
+	}
 	if full {
 		clear(d.fingerprints)
+		clear(d.unlearned)
+		d.allUnlearned = true
 	} else if chains != nil {
-		chains(func(name string) { delete(d.fingerprints, name) })
+		chains(func(name string) {
+			delete(d.fingerprints, name)
+			d.unlearned[name] = struct{}{}
+		})
 	}
 	wasVerified := d.verified && d.gen == before
 	d.verified = false
@@ -252,6 +265,13 @@ func (s *syncer) drift(ctx context.Context) ([]syncshell.Drift, error) {
 		return nil, fmt.Errorf("reading the nftables ruleset generation: %w", err)
 	}
 	if d.verified && gen == d.gen {
+		// Nobody wrote since the kernel last matched the view: what it
+		// holds is what we wrote. Learn the fingerprints of the chains
+		// written since the last check, so that a rule replaced later
+		// by one with the same comment is noticed too.
+		if err := s.learnFingerprints(); err != nil {
+			return nil, fmt.Errorf("reading the rules of nftables table %s: %w", table, err)
+		}
 		return nil, nil
 	}
 	var drifts []syncshell.Drift
@@ -266,8 +286,68 @@ func (s *syncer) drift(ctx context.Context) ([]syncshell.Drift, error) {
 		return nil, fmt.Errorf("reading the nftables table %s back: %w", table, err)
 	}
 	d.gen, d.verified = gen, len(drifts) == 0
+	if d.verified {
+		clear(d.unlearned)
+		d.allUnlearned = false
+	}
 	return drifts, nil
 }
+
+// learnPerChainMax is how many written chains are read back one by one;
+// past it (a full sync, many Services changed) one dump of the table's
+// rules is cheaper.
+const learnPerChainMax = 64
+
+// learnFingerprints learns the fingerprints of the chains written since the
+// last check, while the kernel is known to hold what was written.
+func (s *syncer) learnFingerprints() error {
+	d := &s.driftState
+	if !d.allUnlearned && len(d.unlearned) == 0 {
+		return nil
+	}
+	if d.fingerprints == nil {
+		d.fingerprints = map[string]uint64{}
+	}
+	fps := map[string]uint64{}
+	learn := func(chain string, rule kernelRule) {
+		fp, ok := fps[chain]
+		if !ok {
+			fp = fnvOffset
+		}
+		fps[chain] = (fp ^ rule.fingerprint) * fnvPrime
+	}
+	if d.allUnlearned || len(d.unlearned) > learnPerChainMax {
+		if err := d.reader.rules(kubeProxyTable, "", learn); err != nil {
+			return err
+		}
+	} else {
+		for chain := range d.unlearned {
+			if err := d.reader.rules(kubeProxyTable, chain, learn); err != nil && !errors.Is(err, unix.ENOENT) {
+				return err
+			}
+		}
+	}
+	for chain := range d.unlearned {
+		if _, ok := fps[chain]; !ok {
+			fps[chain] = fnvOffset // an empty (flushed) chain
+		}
+	}
+	for chain, fp := range fps {
+		if _, written := d.unlearned[chain]; d.allUnlearned || written {
+			d.fingerprints[chain] = fp
+		}
+	}
+	clear(d.unlearned)
+	d.allUnlearned = false
+	return nil
+}
+
+// FNV-1a's 64-bit constants, folding the rules' fingerprints into a
+// chain's in order.
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
 
 // compareKernel dumps the table and compares it with the view.
 func (s *syncer) compareKernel(table string) ([]syncshell.Drift, error) {
@@ -295,7 +375,7 @@ func (s *syncer) compareKernel(table string) ([]syncshell.Drift, error) {
 	if err := r.chains(kubeProxyTable, func(name string) { kchains[name] = &foundChain{} }); err != nil {
 		return nil, fmt.Errorf("listing chains: %w", err)
 	}
-	if err := r.rules(kubeProxyTable, func(chain string, rule kernelRule) {
+	if err := r.rules(kubeProxyTable, "", func(chain string, rule kernelRule) {
 		if c := kchains[chain]; c != nil {
 			c.rules = append(c.rules, rule)
 		}
@@ -315,10 +395,10 @@ func (s *syncer) compareKernel(table string) ([]syncshell.Drift, error) {
 			return
 		}
 		if len(c.rules) != n {
-			add(driftRule, name, strconv.Itoa(n)+" rules", strconv.Itoa(len(c.rules))+" rules")
+			add(driftRule, name, countRules(n), countRules(len(c.rules)))
 			return
 		}
-		fp := uint64(14695981039346656037)
+		fp := fnvOffset
 		for i, kr := range c.rules {
 			want := comments(i)
 			if (want != nil) != kr.hasComment || (want != nil && *want != kr.comment) {
@@ -326,7 +406,7 @@ func (s *syncer) compareKernel(table string) ([]syncshell.Drift, error) {
 					"rule "+strconv.Itoa(i+1)+" "+describeComment(kr.hasComment, kr.comment))
 				return
 			}
-			fp = (fp ^ kr.fingerprint) * 1099511628211
+			fp = (fp ^ kr.fingerprint) * fnvPrime
 		}
 		if old, ok := d.fingerprints[name]; ok && old != fp {
 			add(driftRule, name, "the rules last verified", "changed rules")
@@ -434,6 +514,13 @@ func currentEndpointMapIndex(name string) int {
 		return -1
 	}
 	return p*endpointMapShards + int(shard)
+}
+
+func countRules(n int) string {
+	if n == 1 {
+		return "1 rule"
+	}
+	return strconv.Itoa(n) + " rules"
 }
 
 func setKind(isMap bool) string {
@@ -567,8 +654,8 @@ func (t *elementText) format(e *kernelElem, keyFields, valueFields string, ipv6 
 
 // wantedElements is what one set or map should hold.
 type wantedElements struct {
-	name                  string
-	isMap                 bool
+	name                   string
+	isMap                  bool
 	keyFields, valueFields string
 	// get returns the wanted value of a key as nft writes it ("" in a set).
 	get  func(key []byte) (string, bool)

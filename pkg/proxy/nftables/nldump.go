@@ -334,10 +334,15 @@ type kernelRule struct {
 // statefulExprs are expressions whose attributes the packet path changes.
 var statefulExprs = map[string]bool{"counter": true, "quota": true, "limit": true, "last": true, "connlimit": true}
 
-// rules calls fn for every rule of table, in each chain's order.
-func (r *tableReader) rules(table string, fn func(chain string, rule kernelRule)) error {
+// rules calls fn for every rule of table (of only chain, if not ""), in
+// each chain's order.
+func (r *tableReader) rules(table, only string, fn func(chain string, rule kernelRule)) error {
 	h := fnv.New64a()
-	return r.request(nftMsgGetRule, r.family, true, []strAttr{{nftaRuleTable, table}}, func(attrs []byte) error {
+	attrs := []strAttr{{nftaRuleTable, table}}
+	if only != "" {
+		attrs = append(attrs, strAttr{nftaRuleChain, only})
+	}
+	return r.request(nftMsgGetRule, r.family, true, attrs, func(attrs []byte) error {
 		var chain string
 		var rule kernelRule
 		ours := false
@@ -375,7 +380,7 @@ func (r *tableReader) rules(table string, fn func(chain string, rule kernelRule)
 				}
 			}
 		})
-		if ours && chain != "" {
+		if ours && chain != "" && (only == "" || chain == only) {
 			rule.fingerprint = h.Sum64()
 			fn(chain, rule)
 		}
@@ -385,7 +390,7 @@ func (r *tableReader) rules(table string, fn func(chain string, rule kernelRule)
 
 // kernelSet is one named set or map of the table.
 type kernelSet struct {
-	name string
+	name  string
 	isMap bool
 }
 
