@@ -72,6 +72,8 @@ type driftState struct {
 	// verified says the kernel matched the view at gen.
 	gen      uint32
 	verified bool
+	// compares counts the dumps of the table, for tests and benchmarks.
+	compares int
 	// fingerprints of the chains' rules, by chain, learned from the
 	// kernel while it matched the view; dropped for a chain whenever this
 	// process writes it, and learned again by the next check (unlearned
@@ -274,6 +276,7 @@ func (s *syncer) drift(ctx context.Context) ([]syncshell.Drift, error) {
 		}
 		return nil, nil
 	}
+	d.compares++
 	var drifts []syncshell.Drift
 	for attempt := 0; ; attempt++ {
 		drifts, err = s.compareKernel(table)
