@@ -215,7 +215,10 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	// commit, for the drift check; taken before the plan is applied, which
 	// may release its operations.
 	fixed := s.driftState.fixedAfter(pl.ops, in.full)
-	written := writtenChains(pl.ops)
+	var written func(func(string))
+	if !in.full { // a full sync forgets every chain's fingerprint anyway
+		written = writtenChains(pl.ops)
+	}
 	genBefore, genOK := s.driftState.beforeWrite()
 	if s.writeElements(ctx, pl) {
 		res.transactions = 1
