@@ -36,12 +36,14 @@ import (
 //
 // Rule text is not compared: the kernel holds compiled expressions, and nft
 // prints them back in its own canonical form. A rule's expressions are
-// fingerprinted instead, and each chain's fingerprint is learned at the
-// first check after this process wrote the chain; a later check that finds
-// another fingerprint reports the chain. A rule replaced between our write
-// and the next check by one with the same comment is therefore noticed only
-// once the chain is rewritten; one deleted, added or re-commented is
-// noticed at once.
+// fingerprinted instead (without counters and other state the packet path
+// changes), and each chain's fingerprint is learned by the first check
+// after this process wrote the chain: read back at once when the generation
+// shows nobody else wrote since, else taken from the comparison. A later
+// check that finds another fingerprint reports the chain. So a rule
+// replaced by one with the same comment is missed only when that happened
+// between our write and the next check while another commit also moved the
+// generation; a rule deleted, added or re-commented is always found.
 //
 // Only what a full sync repairs is reported, so that a drift never makes
 // every check a full sync: objects of our table the syncer does not own (a
