@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
@@ -64,8 +65,71 @@ const (
 	driftMapElement = "map element"
 )
 
+// genLedger records the generation spans this process's own commits made,
+// shared by the syncers of both families of a dual-stack proxier: each
+// family's writes move the one generation the kernel keeps, and without it
+// the other family's check would take them for another program's and
+// compare its whole table at every check of a busy cluster.
+type genLedger struct {
+	mu sync.Mutex
+	// spans are (from, to] generation ranges that only our commits made,
+	// the most recent last.
+	spans [][2]uint32
+}
+
+// maxLedgerSpans bounds the spans kept: a check needs those since the last
+// check (one syncPeriod), and a span older than that only costs a
+// comparison when it is missing.
+const maxLedgerSpans = 256
+
+func newGenLedger() *genLedger { return &genLedger{} }
+
+// record notes that the generation went from from to to by our commits only.
+func (l *genLedger) record(from, to uint32) {
+	if l == nil || from == to {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.spans) == maxLedgerSpans {
+		l.spans = slices.Delete(l.spans, 0, 1)
+	}
+	l.spans = append(l.spans, [2]uint32{from, to})
+}
+
+// covers reports whether every commit between generations from and to
+// (from < to) was one of ours.
+func (l *genLedger) covers(from, to uint32) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for cur := from; cur != to; {
+		i := slices.IndexFunc(l.spans, func(s [2]uint32) bool { return s[0] == cur })
+		if i < 0 {
+			return false
+		}
+		end := l.spans[i][1]
+		if end-cur > to-cur {
+			return false // a span past to: not the history between from and to
+		}
+		cur = end
+	}
+	return true
+}
+
+// unchanged reports whether nobody but this process committed between
+// generations from and to.
+func (d *driftState) unchanged(from, to uint32) bool {
+	return from == to || d.ledger.covers(from, to)
+}
+
 // driftState is what the syncer keeps for the check.
 type driftState struct {
+	// ledger, shared with the other family's syncer in a dual-stack
+	// proxier, holds the generation spans our own commits made.
+	ledger *genLedger
 	// reader dumps the table; nil (a fake, a dry run, a caller's
 	// knftables.Interface) falls back to checking that the table and its
 	// canary chain are there (tableMissing).
@@ -235,7 +299,7 @@ func (d *driftState) afterWrite(before uint32, beforeOK bool, commits int, full 
 			d.unlearned[name] = struct{}{}
 		})
 	}
-	wasVerified := d.verified && d.gen == before
+	wasVerified := d.verified && d.unchanged(d.gen, before)
 	d.verified = false
 	if d.reader == nil || !beforeOK {
 		return
@@ -245,7 +309,10 @@ func (d *driftState) afterWrite(before uint32, beforeOK bool, commits int, full 
 		return
 	}
 	d.gen = after
-	d.verified = (full || wasVerified) && after-before == uint32(commits)
+	if after-before == uint32(commits) {
+		d.ledger.record(before, after)
+		d.verified = full || wasVerified
+	}
 }
 
 // writeFailed records a write that failed part way: what the kernel holds
@@ -268,7 +335,8 @@ func (s *syncer) drift(ctx context.Context) ([]syncshell.Drift, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the nftables ruleset generation: %w", err)
 	}
-	if d.verified && gen == d.gen {
+	if d.verified && d.unchanged(d.gen, gen) {
+		d.gen = gen
 		// Nobody wrote since the kernel last matched the view: what it
 		// holds is what we wrote. Learn the fingerprints of the chains
 		// written since the last check, so that a rule replaced later

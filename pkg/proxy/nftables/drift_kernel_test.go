@@ -306,6 +306,49 @@ func TestKernelDriftOwnWrites(t *testing.T) {
 	}
 }
 
+// TestKernelDriftDualStack: the two families' syncers share a ledger of
+// their commits, so that one family's writes, which move the kernel's one
+// generation, do not make the other family compare its table, while
+// another program's change still does.
+func TestKernelDriftDualStack(t *testing.T) {
+	inNetns(t, func() {
+		ctx := context.Background()
+		s4, _ := realSyncer(t, families[0], nil)
+		s6, _ := realSyncer(t, families[1], nil)
+		ledger := newGenLedger()
+		s4.driftState.ledger, s6.driftState.ledger = ledger, ledger
+		for i, s := range []*syncer{s4, s6} {
+			if _, err := s.sync(ctx, syncInput{full: true, services: models(families[i].ip, testServices...)}); err != nil {
+				t.Fatalf("full sync: %v", err)
+			}
+		}
+		checks := func(step string, wantCompares int) {
+			t.Helper()
+			for i, s := range []*syncer{s4, s6} {
+				before := s.driftState.compares
+				if d, err := s.drift(ctx); err != nil || len(d) != 0 {
+					t.Fatalf("%s: %s check: drift %v, err %v; want none", step, families[i].family, d, err)
+				}
+				if got := s.driftState.compares - before; got != wantCompares {
+					t.Fatalf("%s: %s check compared the table %d times, want %d", step, families[i].family, got, wantCompares)
+				}
+			}
+		}
+		checks("after both full syncs", 0)
+		moved := testServices[1]
+		moved.eps = []tep{{ip: "10.180.5.5", port: 80}}
+		for i, s := range []*syncer{s4, s6, s4} {
+			tf := families[i%2]
+			if _, err := s.sync(ctx, syncInput{services: models(tf.ip, moved)}); err != nil {
+				t.Fatalf("partial sync: %v", err)
+			}
+		}
+		checks("after partial syncs of both families", 0)
+		nftRun(t, "add", "table", "inet", "another-program")
+		checks("after another program's change", 1)
+	})
+}
+
 // realProxier builds a Proxier over the real kernel table of the calling
 // thread's network namespace (call it inside inNetns), logging to logf.
 func realProxier(t *testing.T, tf testFamily, logf func(prefix, args string), onSync func(syncshell.SyncResult)) (*Proxier, knftables.Interface) {

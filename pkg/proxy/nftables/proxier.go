@@ -64,6 +64,11 @@ func NewDualStackProxierWithOptions(
 	if applyOptions(opts).nft != nil {
 		return nil, fmt.Errorf("nftables: WithNFTables names one family's table; build each family with NewProxierWithOptions")
 	}
+	// Both families' writes move the kernel's one ruleset generation; a
+	// shared ledger keeps each family's drift check from taking the other's
+	// writes for another program's.
+	ledger := newGenLedger()
+	opts = append(slices.Clone(opts), func(o *options) { o.ledger = ledger })
 	return metaproxier.NewDualStack(initOnly, func(family v1.IPFamily) (*Proxier, error) {
 		return NewProxierWithOptions(ctx, config, family, localDetectors[family], nodeName, nodeIPs[family], recorder, healthzServer, initOnly, opts...)
 	})
@@ -207,6 +212,9 @@ func NewProxierWithOptions(ctx context.Context,
 	}, logger)
 	p.syncer.elements = elements
 	p.syncer.driftState.reader = reader
+	if o.ledger != nil {
+		p.syncer.driftState.ledger = o.ledger
+	}
 	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.masqueradeMark())
 	if err := p.syncer.checkEndpointMaps(ctx); err != nil {
 		logger.Info("The nft binary cannot declare endpoint maps; balancing with one anonymous map per service instead, as upstream does (slower to load, and every endpoint change rewrites a rule)", "err", err)

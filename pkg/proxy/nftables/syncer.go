@@ -100,6 +100,7 @@ func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *s
 		g.ifLocal = cfg.localDetector.IfLocalNFT()
 	}
 	return &syncer{
+		driftState:     driftState{ledger: newGenLedger()},
 		syncerConfig:   cfg,
 		nft:            nft,
 		gen:            g,
