@@ -54,7 +54,9 @@
 // than trusting the view (chains are rewritten, elements diffed against a
 // fresh listing, endpoint maps replaced by a new generation), and backs off
 // an object another writer keeps undoing. A change to another table moves
-// the generation and costs one comparison that finds nothing. Upstream
+// the generation and costs one comparison that finds nothing; the two
+// families of a dual-stack proxier share a ledger of their own commits, so
+// that one family's writes are not taken for another program's. Upstream
 // rewrites its table only at its hourly full sync (its partial syncs rewrite
 // what changed in the API).
 //
@@ -93,5 +95,6 @@
 // nlbatch.go, are encoded by hand), and the usual k8s.io staging libraries;
 // tests also import github.com/google/nftables and mdlayher/netlink, to
 // check those batches byte for byte against the library knftables itself
-// lists with. No other backend.
+// lists with, and go-logr's funcr, to read what a proxier logs. No other
+// backend.
 package nftables
