@@ -44,9 +44,17 @@ type result struct {
 	ChangeMs   []float64 `json:"changeMs"`
 	AddMs      []float64 `json:"addMs"`  // a Service added
 	NoopMs     []float64 `json:"noopMs"` // a sync with nothing changed
-	Rules      int       `json:"rules"`
-	Elements   int       `json:"elements"` // nftables set/map elements; 0 for iptables
-	PeakRSSKiB int64     `json:"peakRSSKiB"`
+	// PeriodicMs is the periodic sync (syncPeriod) with nothing changed,
+	// its drift check due (ours); OtherTableMs the same after another
+	// program changed another nftables table. *CPUMs are the process's
+	// CPU time over each.
+	PeriodicMs      []float64 `json:"periodicMs"`
+	PeriodicCPUMs   []float64 `json:"periodicCpuMs"`
+	OtherTableMs    []float64 `json:"otherTableMs"`
+	OtherTableCPUMs []float64 `json:"otherTableCpuMs"`
+	Rules           int       `json:"rules"`
+	Elements        int       `json:"elements"` // nftables set/map elements; 0 for iptables
+	PeakRSSKiB      int64     `json:"peakRSSKiB"`
 	// LiveHeapMiB is the Go heap a collection leaves after the steps: what
 	// the proxier (and the worker's own copy of the EndpointSlices) keeps.
 	// With Go's default pacing a long-running process's heap grows to about

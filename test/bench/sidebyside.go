@@ -149,6 +149,13 @@ var columns = []struct {
 	{"one-endpoint change", func(r result) figure { return exact(median(r.ChangeMs)) }, fmtMs},
 	{"add service", func(r result) figure { return exact(median(r.AddMs)) }, fmtMs},
 	{"no-op", func(r result) figure { return exact(median(r.NoopMs)) }, fmtMs},
+	// The periodic sync (syncPeriod) with nothing changed: ours with its
+	// drift check due, wall and CPU; then after another program changed
+	// another table (the kernel's generation moved: ours compares).
+	{"periodic", func(r result) figure { return exact(median(r.PeriodicMs)) }, fmtMs},
+	{"periodic CPU", func(r result) figure { return exact(median(r.PeriodicCPUMs)) }, fmtMs},
+	{"periodic, other table changed", func(r result) figure { return exact(median(r.OtherTableMs)) }, fmtMs},
+	{"… CPU", func(r result) figure { return exact(median(r.OtherTableCPUMs)) }, fmtMs},
 	{"peak RSS", func(r result) figure { return exact(float64(r.PeakRSSKiB) / 1024) }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
 	{"live heap", func(r result) figure { return exact(r.LiveHeapMiB) }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
 	// The floor: the same final ruleset loaded in one go into an empty

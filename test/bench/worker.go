@@ -195,6 +195,36 @@ func worker(spec string) error {
 		}
 		r.NoopMs = append(r.NoopMs, ms)
 	}
+	// The periodic sync with nothing changed, as the syncPeriod timer
+	// causes it: for a proxier with a drift check (ours) the check is due
+	// at every such sync, so it is asked for here; upstream's has none and
+	// runs its periodic sync. First with nothing written anywhere since
+	// the last check (one warm-up check first: the first check after a
+	// write learns what was written), then after another program changed
+	// another table, which moves the kernel's ruleset generation. CPU time
+	// is the process's, over the wait for the sync.
+	if err := periodicSync(p); err != nil {
+		return fmt.Errorf("warm-up periodic sync: %w", err)
+	}
+	for c := range changes {
+		time.Sleep(1500 * time.Millisecond)
+		ms, cpu, err := measurePeriodic(p)
+		if err != nil {
+			return fmt.Errorf("periodic sync %d: %w", c+1, err)
+		}
+		r.PeriodicMs, r.PeriodicCPUMs = append(r.PeriodicMs, ms), append(r.PeriodicCPUMs, cpu)
+	}
+	for c := range changes {
+		time.Sleep(1500 * time.Millisecond)
+		if out, err := exec.Command("nft", "add", "table", "ip", fmt.Sprintf("bench-other-%d", c)).CombinedOutput(); err != nil {
+			return fmt.Errorf("another program's table: %w: %s", err, out)
+		}
+		ms, cpu, err := measurePeriodic(p)
+		if err != nil {
+			return fmt.Errorf("periodic sync %d after another table changed: %w", c+1, err)
+		}
+		r.OtherTableMs, r.OtherTableCPUMs = append(r.OtherTableMs, ms), append(r.OtherTableCPUMs, cpu)
+	}
 	// The proxier's own peak, read before countRules: the `nft -j list` it runs can
 	// use several times the proxier's memory, and a child's usage reported to its
 	// parent (Maxrss of RUSAGE_CHILDREN) includes the largest child it waited for.
@@ -212,6 +242,37 @@ func worker(spec string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// periodicSync asks for the sync the syncPeriod timer causes, with the
+// drift check due on a proxier that has one (RequestRulesCheck; the shell
+// otherwise asks once per syncPeriod, an hour here).
+func periodicSync(p proxy.Provider) error {
+	partial := watch(metrics.SyncPartialProxyRulesLatency)
+	if c, ok := p.(interface{ RequestRulesCheck() }); ok {
+		c.RequestRulesCheck()
+	}
+	p.Sync()
+	_, err := partial.wait(time.Minute)
+	return err
+}
+
+// measurePeriodic runs periodicSync and returns its wall time (the sync's
+// own latency metric) and the process's CPU time over it, in ms.
+func measurePeriodic(p proxy.Provider) (wallMs, cpuMs float64, err error) {
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	partial := watch(metrics.SyncPartialProxyRulesLatency)
+	if c, ok := p.(interface{ RequestRulesCheck() }); ok {
+		c.RequestRulesCheck()
+	}
+	p.Sync()
+	wallMs, err = partial.wait(time.Minute)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := func(r *syscall.Rusage) float64 {
+		return float64(r.Utime.Nano()+r.Stime.Nano()) / 1e6
+	}
+	return wallMs, cpu(&after) - cpu(&before), err
 }
 
 // cpuProfileEnv names a file for the worker to write a CPU profile of the

@@ -115,8 +115,16 @@ func TestFlushRepair(t *testing.T) {
 				{"iptables-legacy -F", ipt("-F")},
 				{"iptables-legacy -t nat -F", ipt("-t", "nat", "-F")},
 			},
+			// Besides the flushed table, what only a comparison of the table's
+			// contents finds (the drift check of pkg/proxy/nftables/drift.go):
+			// one chain flushed, and the ClusterIP's dispatch element deleted
+			// from the service-ips verdict map (its cluster IP is then
+			// rejected by cluster-ips-check instead of answered).
 			modeNFTables: {
 				{"nft flush table ip kube-proxy", []string{"nft", "flush", "table", "ip", "kube-proxy"}},
+				{"nft flush chain ip kube-proxy services", []string{"nft", "flush", "chain", "ip", "kube-proxy", "services"}},
+				{"nft delete element ip kube-proxy service-ips", []string{"nft", "delete", "element", "ip", "kube-proxy", "service-ips",
+					"{", flushServiceIP, ".", "tcp", ".", "80", "}"}},
 			},
 			// Upstream's ipvs mode has no canary chain: every sync is a full one
 			// (syncProxyRules in pkg/proxy/ipvs/proxier.go of v1.37.2 rewrites its

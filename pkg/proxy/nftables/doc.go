@@ -38,12 +38,27 @@
 // Other differences in when work is done: the per-service health check
 // server is only told about services with a health check node port, and
 // only when the service set or one of those services' endpoints changed
-// (upstream recounts every endpoint on every sync); a table deleted or
-// flushed behind kube-proxy's back is noticed within one syncPeriod (one
-// listing of the nat-output base chain, which is gone or empty then;
-// netlink's plain ENOENT counts as "not found") and rebuilt by a full sync,
-// affinity sets included. Upstream leaves a flushed table until its hourly
-// full sync.
+// (upstream recounts every endpoint on every sync).
+//
+// Drift (drift.go, nldump.go): anything changed in our table behind
+// kube-proxy's back is repaired within one syncPeriod. Once per syncPeriod
+// the Shell asks the backend (syncshell.DriftChecker) to compare the kernel
+// with the view: the kernel's ruleset generation (NFT_MSG_GETGEN, moved by
+// every commit to any table) is compared with the one recorded after our own
+// last commit, and only when it moved is our table dumped over netlink and
+// compared: every chain (its rules' count, comments and expression
+// fingerprints), set, map and element, both families. Each difference is
+// returned with a kind (table, chain, rule, set, map, set element, map
+// element), the object, and what was expected and found; the Shell logs and
+// counts it and makes that sync full, which reads the kernel back rather
+// than trusting the view (chains are rewritten, elements diffed against a
+// fresh listing, endpoint maps replaced by a new generation), and backs off
+// an object another writer keeps undoing. A change to another table moves
+// the generation and costs one comparison that finds nothing; the two
+// families of a dual-stack proxier share a ledger of their own commits, so
+// that one family's writes are not taken for another program's. Upstream
+// rewrites its table only at its hourly full sync (its partial syncs rewrite
+// what changed in the API).
 //
 // Elements over netlink (elements.go, nlbatch.go): nft 1.0.6 dumps every chain of the
 // ruleset into its cache before any change, and parses one command per
@@ -80,5 +95,6 @@
 // nlbatch.go, are encoded by hand), and the usual k8s.io staging libraries;
 // tests also import github.com/google/nftables and mdlayher/netlink, to
 // check those batches byte for byte against the library knftables itself
-// lists with. No other backend.
+// lists with, and go-logr's funcr, to read what a proxier logs. No other
+// backend.
 package nftables

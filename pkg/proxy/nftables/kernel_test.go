@@ -71,6 +71,11 @@ func realSyncer(t testing.TB, tf testFamily, mutate func(*syncerConfig)) (*synce
 	w := newNetlinkElements(tf.family)
 	t.Cleanup(w.close)
 	s.elements = w
+	// The drift check reads the table back over netlink, as NewProxier
+	// sets up for the host's table (drift.go).
+	r := newTableReader(tf.family == v1.IPv6Protocol)
+	t.Cleanup(r.close)
+	s.driftState.reader = r
 	return s, nft
 }
 

@@ -18,6 +18,9 @@ type options struct {
 	syncshell.HostOptions
 	nft       knftables.Interface
 	conntrack conntrack.Interface
+	// ledger is shared by the two families of a dual-stack proxier
+	// (drift.go's genLedger); nil gives each proxier its own.
+	ledger *genLedger
 }
 
 // Option customizes a Proxier built by NewProxierWithOptions or

@@ -63,6 +63,11 @@ func NewDualStackProxierWithOptions(
 	if applyOptions(opts).nft != nil {
 		return nil, fmt.Errorf("nftables: WithNFTables names one family's table; build each family with NewProxierWithOptions")
 	}
+	// Both families' writes move the kernel's one ruleset generation; a
+	// shared ledger keeps each family's drift check from taking the other's
+	// writes for another program's.
+	ledger := newGenLedger()
+	opts = append(slices.Clone(opts), func(o *options) { o.ledger = ledger })
 	return metaproxier.NewDualStack(initOnly, func(family v1.IPFamily) (*Proxier, error) {
 		return NewProxierWithOptions(ctx, config, family, localDetectors[family], nodeName, nodeIPs[family], recorder, healthzServer, initOnly, opts...)
 	})
@@ -135,6 +140,8 @@ func NewProxierWithOptions(ctx context.Context,
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
 	nft := o.nft
 	var elements elementWriter
+	// The drift check reads the host's own table back over netlink.
+	var reader *tableReader
 	switch {
 	case o.DryRun != nil:
 		nft = NewDryRunInterface(familyOf(ipFamily), o.DryRun)
@@ -148,6 +155,7 @@ func NewProxierWithOptions(ctx context.Context,
 		if features.DefaultFeatureGate.Enabled(features.NFTablesNetlink) {
 			elements = newNetlinkElements(ipFamily)
 		}
+		reader = newTableReader(ipFamily == v1.IPv6Protocol)
 	}
 	if initOnly {
 		logger.Info("System initialized and --init-only specified")
@@ -202,6 +210,10 @@ func NewProxierWithOptions(ctx context.Context,
 		maxOps:            DefaultMaxOpsPerTransaction,
 	}, logger)
 	p.syncer.elements = elements
+	p.syncer.driftState.reader = reader
+	if o.ledger != nil {
+		p.syncer.driftState.ledger = o.ledger
+	}
 	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.masqueradeMark())
 	if err := p.syncer.checkEndpointMaps(ctx); err != nil {
 		logger.Info("The nft binary cannot declare endpoint maps; balancing with one anonymous map per service instead, as upstream does (slower to load, and every endpoint change rewrites a rule)", "err", err)
@@ -214,9 +226,11 @@ func NewProxierWithOptions(ctx context.Context,
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
 		healthzServer, o.ServiceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
 	shellOpts.MakeServicePort = newServiceInfo
-	// Syncs that change nothing make no kernel call, so a table deleted or
-	// flushed from outside would only be noticed at the next change; once
-	// per syncPeriod a tiny listing checks it is still there.
+	// Syncs that change nothing make no kernel call, so a change made from
+	// outside would only be noticed at the next full sync; once per
+	// syncPeriod the drift check (drift.go) compares the table with what
+	// was programmed, which costs one netlink request when nothing wrote to
+	// nftables since.
 	shellOpts.CheckInterval = shellOpts.RetryInterval
 	shellOpts.Logger, shellOpts.OnSync = &logger, o.SyncHook
 	logger.V(2).Info("NFTables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
@@ -268,7 +282,7 @@ type rulesBackend Proxier
 
 var (
 	_ syncshell.Backend      = &rulesBackend{}
-	_ syncshell.RulesChecker = &rulesBackend{}
+	_ syncshell.DriftChecker = &rulesBackend{}
 )
 
 // Sync turns u into nft transactions: every service port's rules on a full
@@ -354,9 +368,9 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 	return out, nil
 }
 
-// RulesMissing reports whether our table was deleted or flushed from outside.
-func (b *rulesBackend) RulesMissing(ctx context.Context) bool {
-	return (*Proxier)(b).syncer.tableMissing(ctx)
+// Drift compares our table with what the syncer programmed (drift.go).
+func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
+	return (*Proxier)(b).syncer.drift(ctx)
 }
 
 // model converts a valid service port and its resolved traffic policy into

@@ -47,6 +47,9 @@ type syncer struct {
 	// serviceCIDRs is the comma-separated list of this family's ServiceCIDRs.
 	serviceCIDRs string
 
+	// driftState is what the drift check (drift.go) keeps.
+	driftState driftState
+
 	// recreatedBaseChains is set after the first full sync, which deletes and
 	// recreates the base chains so that changed chain properties (priority)
 	// can be applied.
@@ -97,6 +100,7 @@ func newSyncer(nft knftables.Interface, cfg syncerConfig, logger klog.Logger) *s
 		g.ifLocal = cfg.localDetector.IfLocalNFT()
 	}
 	return &syncer{
+		driftState:     driftState{ledger: newGenLedger()},
 		syncerConfig:   cfg,
 		nft:            nft,
 		gen:            g,
@@ -208,9 +212,19 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	if in.full && s.maxOps > 0 && pl.size > s.maxOps {
 		runtime.GC()
 	}
+	// What the fixed objects become, and the generation before the first
+	// commit, for the drift check; taken before the plan is applied, which
+	// may release its operations.
+	fixed := s.driftState.fixedAfter(pl.ops, in.full)
+	var written func(func(string))
+	if !in.full { // a full sync forgets every chain's fingerprint anyway
+		written = writtenChains(pl.ops)
+	}
+	genBefore, genOK := s.driftState.beforeWrite()
 	if s.writeElements(ctx, pl) {
 		res.transactions = 1
 		s.view.commit(pend, time.Now())
+		s.driftState.afterWrite(genBefore, genOK, res.transactions, in.full, &fixed, written)
 		return res, nil
 	}
 	var err error
@@ -225,10 +239,30 @@ func (s *syncer) sync(ctx context.Context, in syncInput) (syncResult, error) {
 	}
 	if err != nil {
 		s.view.invalidate()
+		s.driftState.writeFailed()
 		return res, err
 	}
 	s.view.commit(pend, time.Now())
+	s.driftState.afterWrite(genBefore, genOK, res.transactions, in.full, &fixed, written)
 	return res, nil
+}
+
+// writtenChains yields the chains ops add, flush or delete, or add rules to.
+func writtenChains(ops []op) func(func(string)) {
+	var names []string
+	for _, o := range ops {
+		switch obj := o.obj.(type) {
+		case *knftables.Chain:
+			names = append(names, obj.Name)
+		case *knftables.Rule:
+			names = append(names, obj.Chain)
+		}
+	}
+	return func(yield func(string)) {
+		for _, name := range names {
+			yield(name)
+		}
+	}
 }
 
 // run runs one nft transaction; which says which one, for the error.
@@ -387,8 +421,10 @@ func (s *syncer) deleteStaleChains(ctx context.Context, now time.Time, minAge ti
 		return nil
 	}
 	s.logger.Info("Deleting stale nftables chains", "numChains", len(names))
+	genBefore, genOK := s.driftState.beforeWrite()
 	if err := s.nft.Run(ctx, tx); err != nil {
 		s.view.invalidate()
+		s.driftState.writeFailed()
 		s.logFailure(tx)
 		return fmt.Errorf("deleting %d stale chains: %w", len(names), err)
 	}
@@ -396,6 +432,11 @@ func (s *syncer) deleteStaleChains(ctx context.Context, now time.Time, minAge ti
 		delete(s.view.stale, name)
 		delete(s.view.chains.have, name)
 	}
+	s.driftState.afterWrite(genBefore, genOK, 1, false, nil, func(yield func(string)) {
+		for _, name := range names {
+			yield(name)
+		}
+	})
 	return nil
 }
 
