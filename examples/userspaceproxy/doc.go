@@ -21,6 +21,6 @@
 // The test in this directory sends real TCP and UDP traffic through it inside private
 // network namespaces, both in process and as a separate process fed over the socket. It is Linux only.
 //
-// Allowed imports: the library (pkg/proxy/{localnode,localnode/client,backend,source,proxyrun}), the
+// Allowed imports: the library (pkg/proxy/{localnode,localnodegrpc/client,backend,source,proxyrun}), the
 // standard library, client-go, klog, netlink and x/sys.
 package main

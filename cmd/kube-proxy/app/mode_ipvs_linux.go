@@ -93,9 +93,9 @@ const ipvsDryRunKind = "planned state: ip addr, ipvsadm-save -n, ipset save, ipt
 // in-memory IPVS, ipset and iptables instead of the kernel and prints what
 // they hold after each sync. IPVS state is kernel state, not a script, so
 // capturing it needs stand-ins that keep it; the fakes are the ones the
-// proxier's own tests run against. (DESIGN.md keeps testing packages out
-// of production code; issue 36 asks for this use of them, which is
-// confined to the dry run.)
+// proxier's own tests run against. (Testing packages stay out of production
+// code otherwise; this use is confined to the dry run, which must show what
+// the kernel would hold without touching it.)
 func newIPVSDryRunProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error) {
 	ipt := iptablestest.NewFake()
 	if f.family == v1.IPv6Protocol {
