@@ -149,6 +149,8 @@ var columns = []struct {
 	{"one-endpoint change", func(r result) figure { return exact(median(r.ChangeMs)) }, fmtMs},
 	{"add service", func(r result) figure { return exact(median(r.AddMs)) }, fmtMs},
 	{"no-op", func(r result) figure { return exact(median(r.NoopMs)) }, fmtMs},
+	{"periodic sync", func(r result) figure { return exact(median(r.PeriodicMs)) }, fmtMs},
+	{"periodic sync CPU", func(r result) figure { return exact(median(r.PeriodicCPUMs)) }, fmtMs},
 	{"peak RSS", func(r result) figure { return exact(float64(r.PeakRSSKiB) / 1024) }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
 	{"live heap", func(r result) figure { return exact(r.LiveHeapMiB) }, func(v float64) string { return fmt.Sprintf("%.0f MiB", v) }},
 	// The floor: the same final ruleset loaded in one go into an empty

@@ -38,7 +38,8 @@ func TestParseConfigs(t *testing.T) {
 
 func TestSideBySideTable(t *testing.T) {
 	run := func(full, change float64) result {
-		return result{FullSyncMs: full, ChangeMs: []float64{change, change + 10, change - 10}, AddMs: []float64{40}, NoopMs: []float64{0.05}, PeakRSSKiB: 50 * 1024,
+		return result{FullSyncMs: full, ChangeMs: []float64{change, change + 10, change - 10}, AddMs: []float64{40}, NoopMs: []float64{0.05}, PeriodicMs: []float64{2, 4, 3}, PeriodicCPUMs: []float64{1.5},
+			PeakRSSKiB:  50 * 1024,
 			LiveHeapMiB: 20, KernelLoadMs: full / 2, KernelOneRuleMs: 20}
 	}
 	slowLoad := run(6600, 74)
@@ -63,7 +64,7 @@ func TestSideBySideTable(t *testing.T) {
 	for _, want := range []string{
 		// Medians over rounds: full 600 of 500/600/700; an even count averages.
 		// Each cell ends with ours ÷ upstream.
-		"| nftables 1000 | 3 / 2 | 600 ms / 6.30 s (0.10×) | 25 ms / 72 ms (0.34×) | 40 ms / 40 ms (1.00×) | 0.05 ms / 0.05 ms (1.00×) | 50 MiB / 50 MiB (1.00×) | 20 MiB / 20 MiB (1.00×) | 300 ms / 3.15 s (0.10×) | 20 ms / 20 ms (1.00×) | 2.00× / 2.00× (1.00×) |",
+		"| nftables 1000 | 3 / 2 | 600 ms / 6.30 s (0.10×) | 25 ms / 72 ms (0.34×) | 40 ms / 40 ms (1.00×) | 0.05 ms / 0.05 ms (1.00×) | 3.0 ms / 3.0 ms (1.00×) | 1.5 ms / 1.5 ms (1.00×) | 50 MiB / 50 MiB (1.00×) | 20 MiB / 20 MiB (1.00×) | 300 ms / 3.15 s (0.10×) | 20 ms / 20 ms (1.00×) | 2.00× / 2.00× (1.00×) |",
 		// A load that did not finish: its time is a bound, the ratio an upper one.
 		"| nftables 10000 | 1 / 0 | 6.60 s / did not finish in 8m0s | 74 ms / did not finish in 8m0s |",
 		"| > 1m0s / did not finish in 8m0s | - / did not finish in 8m0s | < 0.11× / did not finish in 8m0s |",
