@@ -614,6 +614,14 @@ func (w *ipvsWorld) testRepair(t *testing.T) {
 		}
 	}
 	eventually(t, key+" intact before the test", 10*time.Second, intact)
+	// The earlier subtests ran for several sync periods, each with a drift check,
+	// without touching kube-proxy's state: none may have found anything to repair
+	// (a false drift would make every check a full sync).
+	for _, l := range strings.Split(w.kp.out.String(), "\n") {
+		if strings.Contains(l, "Repairing rules changed behind kube-proxy's back") {
+			t.Errorf("drift repaired before anything was changed by hand: %s", l)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		del  func(k *kernelVS) error

@@ -103,28 +103,67 @@ func (p *Proxier) setDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) 
 			continue
 		}
 		want := p.st.setRefs[id]
-		found := 0
+		var extra []string
 		for _, e := range entries {
 			if want[e] == 0 {
-				drifts = append(drifts, syncshell.Drift{Kind: driftSetElement, Object: set.Name + " " + e, Expected: "", Found: "present"})
-				continue
+				extra = append(extra, e)
 			}
-			found++
 		}
-		if found == len(want) {
+		if len(extra) == 0 && len(entries) == len(want) {
 			continue
 		}
-		have := make(map[string]bool, len(entries))
-		for _, e := range entries {
-			have[e] = true
-		}
-		for e := range want {
-			if !have[e] {
-				drifts = append(drifts, syncshell.Drift{Kind: driftSetElement, Object: set.Name + " " + e, Expected: "present", Found: ""})
-			}
-		}
+		drifts = entryDrift(set.Name, want, entries, extra, drifts)
 	}
 	return drifts, nil
+}
+
+// entryDrift appends the differences of one set, whose listing (entries)
+// does not match what the ports want; extra are the entries listed but not
+// wanted as spelled. ipset may spell an entry otherwise than we wrote it (a
+// host network without its /32), so those are compared once more in a
+// canonical spelling before being called drift.
+func entryDrift(set string, want map[string]int, entries, extra []string, drifts []syncshell.Drift) []syncshell.Drift {
+	canonical := make(map[string]string, len(want))
+	for e := range want {
+		canonical[canonicalEntry(e)] = e
+	}
+	matched := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if want[e] > 0 {
+			matched[e] = true
+		}
+	}
+	for _, e := range extra {
+		if w, ok := canonical[canonicalEntry(e)]; ok {
+			matched[w] = true
+			continue
+		}
+		drifts = append(drifts, syncshell.Drift{Kind: driftSetElement, Object: set + " " + e, Expected: "", Found: "present"})
+	}
+	for e := range want {
+		if !matched[e] {
+			drifts = append(drifts, syncshell.Drift{Kind: driftSetElement, Object: set + " " + e, Expected: "present", Found: ""})
+		}
+	}
+	return drifts
+}
+
+// canonicalEntry spells an ip set entry ("ip,proto:port,net"...) with
+// addresses in netip's form and host networks (/32, /128) as addresses.
+func canonicalEntry(e string) string {
+	parts := strings.Split(strings.ToLower(e), ",")
+	for i, part := range parts {
+		if pfx, err := netip.ParsePrefix(part); err == nil {
+			if pfx.IsSingleIP() {
+				parts[i] = pfx.Addr().String()
+			} else {
+				parts[i] = pfx.Masked().String()
+			}
+		} else if a, err := netip.ParseAddr(part); err == nil {
+			parts[i] = a.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // listAllSets returns every set's entries: with one "ipset list" where the
@@ -223,6 +262,13 @@ func realServerDrift(vs *utilipvs.VirtualServer, a *appliedVS, rss []*utilipvs.R
 		}
 	}
 	for k, cur := range a.rss {
+		if !listed[k] && cur.terminating {
+			// The graceful termination manager deleted it, as it was
+			// asked to: the state catches up, nothing to repair.
+			delete(a.rss, k)
+			a.changing()
+			continue
+		}
 		if !listed[k] {
 			rs := k.realServer(cur.weight)
 			drifts = append(drifts, syncshell.Drift{Kind: driftRealServer, Object: vs.String() + " -> " + rs.String(), Expected: weightText(cur.weight), Found: ""})

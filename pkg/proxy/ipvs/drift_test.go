@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-base/metrics/testutil"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
@@ -221,5 +222,64 @@ func TestDriftCheckReadsOnce(t *testing.T) {
 	}
 	if ci.calls["GetVirtualServers"] != 1 || ci.calls["GetRealServers"] != len(vss) || len(ci.calls) != 2 {
 		t.Errorf("IPVS calls %v, want one GetVirtualServers and %d GetRealServers", ci.calls, len(vss))
+	}
+}
+
+func TestCanonicalEntry(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"198.18.0.1,tcp:80", "198.18.0.1,tcp:80"},
+		{"198.18.0.1,tcp:80,203.0.113.5/32", "198.18.0.1,tcp:80,203.0.113.5"},
+		{"198.18.0.1,tcp:80,203.0.113.0/24", "198.18.0.1,tcp:80,203.0.113.0/24"},
+		{"FD00::1,TCP:80,2001:DB8::/128", "fd00::1,tcp:80,2001:db8::"},
+		{"30080", "30080"},
+	} {
+		if got := canonicalEntry(tc.in); got != tc.want {
+			t.Errorf("canonicalEntry(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestDriftNotReported: what differs from the state without being drift.
+func TestDriftNotReported(t *testing.T) {
+	f := fams[0]
+	for _, tc := range []struct {
+		name    string
+		disturb func(t *testing.T, p *Proxier, env *fakeEnv)
+	}{
+		// ipset lists a host network without its /32.
+		{"set entry spelled otherwise by ipset", func(t *testing.T, p *Proxier, env *fakeEnv) {
+			set := "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+			ours := f.lb + ",tcp:80," + f.external + "/32"
+			if !env.ipset.Entries[set].Has(ours) {
+				t.Fatalf("%s lacks %s: %v", set, ours, sets.List(env.ipset.Entries[set]))
+			}
+			must(t, env.ipset.DelEntry(ours, set))
+			must(t, env.ipset.AddEntry(f.lb+",tcp:80,"+f.external, env.ipset.Sets[set], false))
+		}},
+		// The graceful termination manager deletes a draining real server
+		// when its connections are gone, as it was asked to.
+		{"draining real server deleted by the termination manager", func(t *testing.T, p *Proxier, env *fakeEnv) {
+			setConns(t, env, f.svc(1), 80, "TCP", f.hp(f.rpod(2), 8080), 1)
+			p.OnEndpointSliceUpdate(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}, ep{ip: f.rpod(2)}), webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+			must(t, p.SyncNow())
+			vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
+			if w := weights(t, env, f.svc(1), 80, "TCP"); w[f.hp(f.rpod(2), 8080)] != 0 {
+				t.Fatalf("weights %v: want %s draining", w, f.hp(f.rpod(2), 8080))
+			}
+			must(t, env.ipvs.DeleteRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP(f.rpod(2)), Port: 8080}))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+			p.OnServiceAdd(lbService(f, func(s *v1.Service) { s.Spec.LoadBalancerSourceRanges = []string{f.external + "/32"} }))
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}, ep{ip: f.rpod(2)}))
+			syncAll(t, p)
+			tc.disturb(t, p, env)
+			for i := 0; i < 2; i++ {
+				if drifts, err := (*rulesBackend)(p).Drift(env.ctx); err != nil || len(drifts) != 0 {
+					t.Errorf("check %d: %+v, %v; want nothing", i, drifts, err)
+				}
+			}
+		})
 	}
 }
