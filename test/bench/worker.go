@@ -208,7 +208,9 @@ func worker(spec string) error {
 		}
 		cpu0 := cpuMs()
 		p.Sync()
-		ms, err := partial.wait(time.Minute)
+		// The check reads the whole ruleset: iptables-nft-save of 10k
+		// Services takes tens of seconds of wall time on a loaded machine.
+		ms, err := partial.wait(5 * time.Minute)
 		if err != nil {
 			return fmt.Errorf("periodic sync %d: %w", c+1, err)
 		}
