@@ -39,6 +39,10 @@ var _ syncshell.DriftChecker = &rulesBackend{}
 // replaced in place (same count) between a write and the next check goes
 // unnoticed for that chain, until it is written again.
 //
+// On iptables-nft, a check that finds the kernel's nf_tables generation
+// unchanged since the last check that found nothing reads nothing more:
+// no rule can have changed (the proxier's own restores change it too).
+//
 // It reports nothing while the view is not trusted (before the first
 // successful sync, after a failed one): the next sync is full anyway.
 func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
@@ -48,6 +52,23 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 		return nil, nil
 	}
 	c := &p.driftCheck
+	// On iptables-nft the kernel counts committed nf_tables transactions:
+	// when nothing was committed since a check found everything as
+	// written, nothing can differ, and the tables need not be read. Read
+	// before the tables, so a commit during the read shows next time.
+	gen, genOK := uint32(0), false
+	if gr, ok := p.syncer.ipt.(utiliptables.GenerationReader); ok {
+		g, ok, err := gr.Generation()
+		switch {
+		case err != nil:
+			p.logger.V(2).Info("Could not read the nf_tables generation; comparing the tables", "err", err)
+		case ok && c.genValid && g == c.gen:
+			return nil, nil
+		case ok:
+			gen, genOK = g, true
+		}
+	}
+	c.genValid = false
 	var drifts []syncshell.Drift
 	for _, table := range [...]utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
 		c.reset()
@@ -64,6 +85,9 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 		drifts = c.compare(table, v.fingerprints, drifts)
 		drifts = jumpDrifts(table, c.buf.Bytes(), drifts)
 	}
+	if len(drifts) == 0 && genOK {
+		c.gen, c.genValid = gen, true
+	}
 	if c.buf.Cap() > keptRestoreBytes {
 		// The nat table of a large cluster; kept, it would double the
 		// proxier's heap between checks.
@@ -75,6 +99,10 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 // driftCheck is the drift check's scratch space, kept between checks.
 type driftCheck struct {
 	buf bytes.Buffer
+	// gen is the nf_tables generation read before the last check that
+	// found nothing, if genValid.
+	gen      uint32
+	genValid bool
 	// index maps a chain's name to its entry in chains.
 	index  map[string]int
 	chains []wantChain

@@ -3,6 +3,7 @@
 package iptables
 
 import (
+	"bytes"
 	"fmt"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	utiliptables "k8s.io/net-utils/iptables"
+	iptablestest "k8s.io/net-utils/iptables/testing"
 )
 
 // outsideChange is something another program does to the node's rules,
@@ -181,6 +183,10 @@ func TestKernelDriftRepair(t *testing.T) {
 		for _, c := range outsideChanges {
 			t.Run(c.name, func(t *testing.T) {
 				real, _ := kernelIPTables(t, variant, f)
+				// On nft the checks use the kernel's nf_tables generation.
+				if _, ok, err := real.(utiliptables.GenerationReader).Generation(); ok != (variant == "nft") || err != nil {
+					t.Fatalf("nf_tables generation: ok %v, %v", ok, err)
+				}
 				env := kernelProxier(t, f, real)
 				testOutsideChange(t, env, real, f, c)
 			})
@@ -229,5 +235,63 @@ func TestDriftNothingChanged(t *testing.T) {
 				t.Errorf("a check that found nothing restored:\n%s", env.restore[len(env.restore)-1])
 			}
 		})
+	}
+}
+
+// generationIPT is the fake with an nf_tables generation: every restore,
+// by the proxier or from outside, bumps it; saves are counted.
+type generationIPT struct {
+	*iptablestest.FakeIPTables
+	gen, saves int
+}
+
+func (g *generationIPT) Generation() (uint32, bool, error) { return uint32(g.gen), true, nil }
+
+func (g *generationIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	g.gen++
+	return g.FakeIPTables.RestoreAll(data, flush, counters)
+}
+
+func (g *generationIPT) SaveInto(table utiliptables.Table, buf *bytes.Buffer) error {
+	g.saves++
+	return g.FakeIPTables.SaveInto(table, buf)
+}
+
+// TestDriftGeneration: on iptables-nft a check reads the tables only when
+// the kernel's nf_tables generation moved since the last check that found
+// nothing, and still sees a change made from outside.
+func TestDriftGeneration(t *testing.T) {
+	f := families[0]
+	env := newTestEnv(t, f, envConfig{})
+	ipt := &generationIPT{FakeIPTables: env.ipt}
+	env.p.syncer.ipt = ipt
+	sc := representativeCluster(f)
+	for _, s := range sc.services {
+		env.p.OnServiceAdd(s)
+	}
+	for _, s := range sc.slices {
+		env.p.OnEndpointSliceAdd(s)
+	}
+	env.start(t)
+	b := (*rulesBackend)(env.p)
+	for i, want := range []int{2, 0, 0} { // saves: nat and filter, then none
+		saves := ipt.saves
+		if d, err := b.Drift(env.ctx); err != nil || len(d) != 0 {
+			t.Fatalf("check %d: %+v, %v", i, d, err)
+		}
+		if got := ipt.saves - saves; got != want {
+			t.Errorf("check %d read %d tables, want %d", i, got, want)
+		}
+	}
+	if err := ipt.RestoreAll([]byte("*nat\n-F KUBE-SERVICES\nCOMMIT\n"), utiliptables.NoFlushTables, utiliptables.NoRestoreCounters); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.Drift(env.ctx); err != nil || len(d) != 1 || d[0].Object != "nat/KUBE-SERVICES" {
+		t.Errorf("after KUBE-SERVICES was flushed: %+v, %v", d, err)
+	}
+	// Drift found: the next check reads again, though nothing was committed.
+	saves := ipt.saves
+	if d, _ := b.Drift(env.ctx); len(d) != 1 || ipt.saves != saves+2 {
+		t.Errorf("check after a drift: %+v, %d tables read; want the drift again, 2 tables read", d, ipt.saves-saves)
 	}
 }
