@@ -289,8 +289,31 @@ func weightText(w int) string { return "weight " + strconv.Itoa(w) }
 // so, keep the same rules (a fingerprint of iptables-save's spelling, which
 // differs from ours). The jumps from the built-in chains must be there.
 // When st.rules is nil the next sync writes the rules anyway.
+//
+// On iptables-nft the kernel counts committed nf_tables transactions: when
+// none was committed since a check found the rules as written, they are
+// not read again.
 func (p *Proxier) iptablesDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) {
 	st := p.st
+	gen, genOK := uint32(0), false
+	if gr, ok := p.ipt.(utiliptables.GenerationReader); ok {
+		g, ok, err := gr.Generation()
+		switch {
+		case err != nil:
+			p.logger.V(2).Info("Could not read the nf_tables generation; comparing the rules", "err", err)
+		case ok && st.iptGenValid && g == st.iptGen && st.rules != nil:
+			return drifts, nil
+		case ok:
+			gen, genOK = g, true
+		}
+	}
+	st.iptGenValid = false
+	before := len(drifts)
+	defer func() {
+		if genOK && len(drifts) == before && st.rules != nil {
+			st.iptGen, st.iptGenValid = gen, true
+		}
+	}()
 	var save bytes.Buffer
 	for _, table := range [...]utiliptables.Table{utiliptables.TableNAT, utiliptables.TableFilter} {
 		save.Reset()

@@ -3,6 +3,7 @@
 package ipvs
 
 import (
+	"bytes"
 	"net"
 	"slices"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
+	iptablestest "k8s.io/net-utils/iptables/testing"
 	utilipvs "k8s.io/net-utils/ipvs"
 )
 
@@ -281,5 +283,51 @@ func TestDriftNotReported(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// generationIPT is the fake iptables with an nf_tables generation that
+// every restore bumps; saves are counted.
+type generationIPT struct {
+	*iptablestest.FakeIPTables
+	gen, saves int
+}
+
+func (g *generationIPT) Generation() (uint32, bool, error) { return uint32(g.gen), true, nil }
+
+func (g *generationIPT) RestoreAll(data []byte, flush utiliptables.FlushFlag, counters utiliptables.RestoreCountersFlag) error {
+	g.gen++
+	return g.FakeIPTables.RestoreAll(data, flush, counters)
+}
+
+func (g *generationIPT) SaveInto(table utiliptables.Table, buf *bytes.Buffer) error {
+	g.saves++
+	return g.FakeIPTables.SaveInto(table, buf)
+}
+
+// TestDriftGeneration: on iptables-nft the rules are read only when the
+// nf_tables generation moved since the last check that found them as
+// written, and a change from outside is still seen.
+func TestDriftGeneration(t *testing.T) {
+	f := fams[0]
+	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
+	ipt := &generationIPT{FakeIPTables: env.ipt}
+	p.ipt = ipt
+	p.OnServiceAdd(webService(f, nil))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	syncAll(t, p)
+	b := (*rulesBackend)(p)
+	for i, want := range []int{2, 0, 0} {
+		saves := ipt.saves
+		if d, err := b.Drift(env.ctx); err != nil || len(d) != 0 {
+			t.Fatalf("check %d: %+v, %v", i, d, err)
+		}
+		if got := ipt.saves - saves; got != want {
+			t.Errorf("check %d read %d tables, want %d", i, got, want)
+		}
+	}
+	must(t, ipt.RestoreAll([]byte("*nat\n-F KUBE-SERVICES\nCOMMIT\n"), utiliptables.NoFlushTables, utiliptables.NoRestoreCounters))
+	if d, err := b.Drift(env.ctx); err != nil || len(d) != 1 || d[0].Object != "nat/KUBE-SERVICES" {
+		t.Errorf("after KUBE-SERVICES was flushed: %+v, %v", d, err)
 	}
 }

@@ -205,6 +205,10 @@ type state struct {
 	// iptables-save printed them at a drift check that found the chain as
 	// written; emptied whenever rules are written (check.go).
 	fingerprints map[tableChain]uint64
+	// iptGen is the nf_tables generation read before the last drift check
+	// that found the rules as written, if iptGenValid.
+	iptGen      uint32
+	iptGenValid bool
 	// synced is false until a full sync succeeded, and after a failure.
 	synced bool
 }
