@@ -134,7 +134,9 @@ func TestFlushRepair(t *testing.T) {
 				eventually(t, "both Services to work before the flush", 10*time.Second, working)
 				if usesIPTables(mode) && mode != modeIPVS {
 					// The canaries are re-created after each repair; a flush before
-					// they are back goes unnoticed until the next full sync (an hour).
+					// they are back goes unnoticed by the Monitor, and is repaired by
+					// the next drift check instead (one sync period, not the Monitor's
+					// quicker poll).
 					// That window is milliseconds on a real machine and seconds in an
 					// emulated guest, where the previous case's repair can still be
 					// finishing here: this case is about a flush of a settled node.
