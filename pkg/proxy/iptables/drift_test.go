@@ -295,3 +295,46 @@ func TestDriftGeneration(t *testing.T) {
 		t.Errorf("check after a drift: %+v, %d tables read; want the drift again, 2 tables read", d, ipt.saves-saves)
 	}
 }
+
+// TestDriftContested: a writer that keeps flushing KUBE-SERVICES is fought
+// three times, then the chain is reported contested and left alone until
+// its backoff ends, instead of being rewritten at every check.
+func TestDriftContested(t *testing.T) {
+	f := families[0]
+	env := newTestEnv(t, f, envConfig{})
+	sc := representativeCluster(f)
+	for _, s := range sc.services {
+		env.p.OnServiceAdd(s)
+	}
+	for _, s := range sc.slices {
+		env.p.OnEndpointSliceAdd(s)
+	}
+	env.start(t)
+	flushed := func() bool {
+		t.Helper()
+		c, err := env.ipt.Dump.GetChain(utiliptables.TableNAT, kubeServicesChain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(c.Rules) == 0
+	}
+	repairs := driftRepairs(t, f.family, driftRule)
+	for i := 1; i <= 4; i++ {
+		if err := env.ipt.RestoreAll([]byte("*nat\n-F KUBE-SERVICES\nCOMMIT\n"), utiliptables.NoFlushTables, utiliptables.NoRestoreCounters); err != nil {
+			t.Fatal(err)
+		}
+		env.p.RequestRulesCheck()
+		env.sync(t)
+		// Repaired the first three times; the fourth, contested, waits.
+		if want := i == 4; flushed() != want {
+			t.Errorf("flush %d: KUBE-SERVICES left flushed %v, want %v", i, flushed(), want)
+		}
+	}
+	if got := driftRepairs(t, f.family, driftRule) - repairs; got != 3 {
+		t.Errorf("rule repairs counted: %v, want 3", got)
+	}
+	contested, err := testutil.GetGaugeMetricValue(metrics.SyncProxyRulesDriftContested.WithLabelValues(string(f.family)))
+	if err != nil || contested != 1 {
+		t.Errorf("contested objects: %v, %v; want 1", contested, err)
+	}
+}
