@@ -63,6 +63,15 @@ type Restorer interface {
 	Restore(b *Batch, ignoreExist bool) error
 }
 
+// AllLister lists the entries of every set with one "ipset list" run: a caller comparing all
+// its sets with what it wrote then pays one process, not one per set. Implementations of
+// Interface in this module (the real one and the fake) implement it too.
+type AllLister interface {
+	// ListAllEntries returns the entries of every set of the network namespace as ipset(8)
+	// prints them, keyed by set name; a set without entries maps to an empty slice.
+	ListAllEntries() (map[string][]string, error)
+}
+
 type runner struct {
 	exec utilexec.Interface
 }
@@ -70,6 +79,7 @@ type runner struct {
 var (
 	_ Interface = &runner{}
 	_ Restorer  = &runner{}
+	_ AllLister = &runner{}
 )
 
 // New returns an Interface that runs the ipset binary.
@@ -186,6 +196,39 @@ func (r *runner) ListEntries(set string) ([]string, error) {
 		return nil, fmt.Errorf("listing ipset %q: %w", set, err)
 	}
 	return parseMembers(out), nil
+}
+
+func (r *runner) ListAllEntries() (map[string][]string, error) {
+	out, err := r.run("list")
+	if err != nil {
+		return nil, fmt.Errorf("listing all ipsets: %w", err)
+	}
+	return parseAllMembers(out), nil
+}
+
+// parseAllMembers splits the output of a bare "ipset list" into each set's members: every set
+// is a "Name:" header, more header lines, "Members:", then one member a line up to a blank
+// line or the next set.
+func parseAllMembers(out []byte) map[string][]string {
+	all := map[string][]string{}
+	name, members := "", false
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "Name:"):
+			name, members = strings.TrimSpace(strings.TrimPrefix(line, "Name:")), false
+			all[name] = []string{}
+		case line == "Members:":
+			members = name != ""
+		case line == "":
+			members = false
+		case members:
+			all[name] = append(all[name], line)
+		}
+	}
+	return all
 }
 
 // parseMembers returns the lines after the "Members:" header of "ipset list" output.

@@ -18,6 +18,7 @@ package ipset
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -199,6 +200,21 @@ func TestRunner(t *testing.T) {
 			call:     func(r Interface) (any, error) { return r.ListEntries("KUBE-CLUSTER-IP") },
 			wantArgv: []string{"ipset", "list", "KUBE-CLUSTER-IP"},
 			want:     []string{"198.18.10.1,tcp:80", "198.18.10.2,udp:53"},
+		},
+		{
+			name:    "list all sets' entries",
+			results: []result{{out: listOutput + "\nName: KUBE-EMPTY\nType: hash:ip\nMembers:\n\nName: KUBE-LAST\nType: hash:ip\nMembers:\n198.18.0.1\n"}},
+			call: func(r Interface) (any, error) {
+				all, err := r.(AllLister).ListAllEntries()
+				var flat []string
+				for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-EMPTY", "KUBE-LAST"} {
+					m, ok := all[name]
+					flat = append(flat, fmt.Sprintf("%s%v:%s", name, ok, strings.Join(m, " ")))
+				}
+				return append(flat, fmt.Sprint(len(all))), err
+			},
+			wantArgv: []string{"ipset", "list"},
+			want:     []string{"KUBE-CLUSTER-IPtrue:198.18.10.1,tcp:80 198.18.10.2,udp:53", "KUBE-EMPTYtrue:", "KUBE-LASTtrue:198.18.0.1", "3"},
 		},
 		{
 			name:    "list entries of empty name runs nothing",

@@ -169,6 +169,26 @@ func scenario(ips ipset.Interface) error {
 	if want := []string{"KUBE-T-PORTS", "KUBE-T-V4", "KUBE-T-V6"}; !slices.Equal(names, want) {
 		return fmt.Errorf("ListSets = %q, want %q", names, want)
 	}
+	// One listing of all sets says what listing each does.
+	all, err := ips.(ipset.AllLister).ListAllEntries()
+	if err != nil {
+		return err
+	}
+	if len(all) != len(names) {
+		return fmt.Errorf("ListAllEntries lists %d sets, want %d: %q", len(all), len(names), all)
+	}
+	for _, name := range names {
+		one, err := ips.ListEntries(name)
+		if err != nil {
+			return err
+		}
+		got := slices.Clone(all[name])
+		slices.Sort(got)
+		slices.Sort(one)
+		if !slices.Equal(got, one) {
+			return fmt.Errorf("ListAllEntries()[%s] = %q, ListEntries = %q", name, all[name], one)
+		}
+	}
 	if err := ips.DestroySet(ports.Name); err != nil {
 		return err
 	}

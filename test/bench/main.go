@@ -214,10 +214,10 @@ func median(xs []float64) float64 {
 
 func printTable(f *os.File, rs []result) {
 	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\tadd-service ms\tno-op ms\trules\tset/map elements\tpeak RSS MiB\tlive heap MiB\tkernel-only load ms\tkernel-only one rule ms\t")
+	fmt.Fprintln(tw, "mode\tservices\tendpoints\tfull sync ms\tone-change ms (median)\tadd-service ms\tno-op ms\tperiodic ms\tperiodic CPU ms\trules\tset/map elements\tpeak RSS MiB\tlive heap MiB\tkernel-only load ms\tkernel-only one rule ms\t")
 	for _, r := range rs {
 		if r.TimedOut > 0 {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t> %v\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", r.Mode, r.Services, r.Services*r.Endpoints, r.TimedOut)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t> %v\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", r.Mode, r.Services, r.Services*r.Endpoints, r.TimedOut)
 			continue
 		}
 		load := fmt.Sprintf("%.0f", r.KernelLoadMs)
@@ -228,8 +228,9 @@ func printTable(f *os.File, rs []result) {
 		if r.KernelOneRuleMs > 0 {
 			oneRule = fmt.Sprintf("%.1f", r.KernelOneRuleMs)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%.1f\t%s\t%s\t\n",
-			r.Mode, r.Services, r.Services*r.Endpoints, r.FullSyncMs, median(r.ChangeMs), median(r.AddMs), median(r.NoopMs), r.Rules, r.Elements,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.1f\t%.1f\t%s\t%s\t\n",
+			r.Mode, r.Services, r.Services*r.Endpoints, r.FullSyncMs, median(r.ChangeMs), median(r.AddMs), median(r.NoopMs),
+			median(r.PeriodicMs), median(r.PeriodicCPUMs), r.Rules, r.Elements,
 			float64(r.PeakRSSKiB)/1024, r.LiveHeapMiB, load, oneRule)
 	}
 	_ = tw.Flush()

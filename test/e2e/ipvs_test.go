@@ -555,15 +555,20 @@ func (w *ipvsWorld) testUDPRemoval(t *testing.T) {
 	})
 }
 
-// testRepair deletes a virtual server and a real server behind kube-proxy's back: both
-// must be back within one sync period (plus slack), with no change to the manifests.
+// testRepair changes kube-proxy's state behind its back, one thing at a time (issue 35's
+// outside changes): a virtual server deleted, a real server deleted (ipvsadm -d), the
+// Service's entry deleted from KUBE-CLUSTER-IP, its address unbound from kube-ipvs0 and
+// KUBE-SERVICES flushed with the chain kept. Each must be back within one sync period
+// (plus slack), with no change to the manifests, and the Service must answer again.
 func (w *ipvsWorld) testRepair(t *testing.T) {
 	w.kp.logOnFailure(t)
 	h := ipvsHandle(t, w.nodes[0].ns)
-	key := vsKey("198.19.0.10", 80, "TCP")
+	ns := w.nodes[0].ns
+	const vip = "198.19.0.10"
+	key := vsKey(vip, 80, "TCP")
 	want := []string{podAddr(w.a1, echoPort), podAddr(w.a2, echoPort), podAddr(w.b1, echoPort)}
 	sort.Strings(want)
-	intact := func() (bool, string) {
+	table := func() (bool, string) {
 		tab, err := readIPVSTable(h, false)
 		if err != nil {
 			return false, err.Error()
@@ -581,13 +586,51 @@ func (w *ipvsWorld) testRepair(t *testing.T) {
 		sort.Strings(got)
 		return slices.Equal(got, want), k.String()
 	}
+	// intact: the virtual server with its real servers, the set entry, the bound
+	// address and the rules of KUBE-SERVICES that lead to it.
+	intact := func() (bool, string) {
+		if ok, detail := table(); !ok {
+			return false, detail
+		}
+		if out, err := nsExec(ns, "ipset", "test", "KUBE-CLUSTER-IP", vip+",tcp:80"); err != nil {
+			return false, "KUBE-CLUSTER-IP lacks " + vip + ",tcp:80: " + strings.TrimSpace(out)
+		}
+		out, err := nsExec(ns, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
+		if err != nil || !strings.Contains(out, " "+vip+"/32 ") {
+			return false, "kube-ipvs0 lacks " + vip + ": " + strings.TrimSpace(out)
+		}
+		out, err = nsExec(ns, iptablesCmd(modeIPVS, "iptables"), "-t", "nat", "-S", "KUBE-SERVICES")
+		if err != nil || !strings.Contains(out, "--match-set KUBE-CLUSTER-IP") {
+			return false, "KUBE-SERVICES lacks its KUBE-CLUSTER-IP rules: " + strings.TrimSpace(out)
+		}
+		return true, ""
+	}
+	run := func(name string, args ...string) func(*kernelVS) error {
+		return func(*kernelVS) error {
+			if out, err := nsExec(ns, name, args...); err != nil {
+				return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
+			}
+			return nil
+		}
+	}
 	eventually(t, key+" intact before the test", 10*time.Second, intact)
+	// The earlier subtests ran for several sync periods, each with a drift check,
+	// without touching kube-proxy's state: none may have found anything to repair
+	// (a false drift would make every check a full sync).
+	for _, l := range strings.Split(w.kp.out.String(), "\n") {
+		if strings.Contains(l, "Repairing rules changed behind kube-proxy's back") {
+			t.Errorf("drift repaired before anything was changed by hand: %s", l)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		del  func(k *kernelVS) error
 	}{
 		{"virtual server deleted", func(k *kernelVS) error { return h.DelService(k.svc) }},
 		{"real server deleted", func(k *kernelVS) error { return h.DelDestination(k.svc, k.rss[podAddr(w.a1, echoPort)]) }},
+		{"KUBE-CLUSTER-IP entry deleted", run("ipset", "del", "KUBE-CLUSTER-IP", vip+",tcp:80")},
+		{"kube-ipvs0 address unbound", run("ip", "addr", "del", vip+"/32", "dev", "kube-ipvs0")},
+		{"KUBE-SERVICES flushed", run(iptablesCmd(modeIPVS, "iptables"), "-t", "nat", "-F", "KUBE-SERVICES")},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			eventually(t, key+" intact", 10*time.Second, intact)
@@ -601,8 +644,10 @@ func (w *ipvsWorld) testRepair(t *testing.T) {
 				t.Fatalf("%s by hand: %v", c.name, err)
 			}
 			if ok, detail := intact(); ok {
-				t.Fatalf("%s by hand, yet the table is intact: %s", c.name, detail)
+				t.Fatalf("%s by hand, yet the state is intact: %s", c.name, detail)
 			}
+			// Real traffic right after the change, to say whether it broke it.
+			_, probe := askTCP(w.client.ns, vip+":80", dialOpts{timeout: 500 * time.Millisecond})
 			// One sync period until the check notices, the check itself and one
 			// full sync; on a slow machine (TCG) the last two take seconds, and
 			// a full sync is the measure of both.
@@ -610,13 +655,20 @@ func (w *ipvsWorld) testRepair(t *testing.T) {
 			limit := ipvsSyncPeriod + 2*fullSync + ipvsRepairSlack
 			eventually(t, "repair after "+c.name, limit-time.Since(start), intact)
 			took := time.Since(start)
-			figure(t, "mode=ipvs %s by hand: repaired after %v (limit %v: sync period %v + 2 x longest full sync so far %v + %v)",
-				c.name, took.Round(time.Millisecond), limit.Round(time.Millisecond), ipvsSyncPeriod, fullSync.Round(time.Millisecond), ipvsRepairSlack)
-			if _, err := askTCP(w.client.ns, "198.19.0.10:80", dialOpts{}); err != nil {
+			figure(t, "mode=ipvs %s by hand: repaired after %v (limit %v: sync period %v + 2 x longest full sync so far %v + %v); a connection right after the change: %v",
+				c.name, took.Round(time.Millisecond), limit.Round(time.Millisecond), ipvsSyncPeriod, fullSync.Round(time.Millisecond), ipvsRepairSlack, errOrOK(probe))
+			if _, err := askTCP(w.client.ns, vip+":80", dialOpts{}); err != nil {
 				t.Errorf("the repaired Service does not answer: %v", err)
 			}
 		})
 	}
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "answered"
+	}
+	return "failed (" + err.Error() + ")"
 }
 
 // gracefulCase is the open connection whose endpoint was removed.

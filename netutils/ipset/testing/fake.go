@@ -60,6 +60,7 @@ type FakeIPSet struct {
 var (
 	_ ipset.Interface = &FakeIPSet{}
 	_ ipset.Restorer  = &FakeIPSet{}
+	_ ipset.AllLister = &FakeIPSet{}
 )
 
 // NewFake returns an empty FakeIPSet reporting version.
@@ -223,6 +224,17 @@ func (f *FakeIPSet) ListEntries(set string) ([]string, error) {
 		return nil, errNoSet("listing", set)
 	}
 	return sets.List(members), nil
+}
+
+// ListAllEntries implements ipset.AllLister; each set's entries are sorted.
+func (f *FakeIPSet) ListAllEntries() (map[string][]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	all := make(map[string][]string, len(f.Sets))
+	for name := range f.Sets {
+		all[name] = sets.List(f.Entries[name])
+	}
+	return all, nil
 }
 
 // ListSets implements ipset.Interface; the result is sorted.

@@ -12,7 +12,22 @@
 // out of the restore when they would be rewritten unchanged, so an endpoint
 // change costs iptables-restore that service's chains only (they are still
 // rewritten at least once per syncPeriod). Full syncs (first, after a
-// failure, canary-triggered, hourly) write everything.
+// failure, canary-triggered, drift-triggered, hourly) write everything.
+//
+// Drift (drift.go): once per syncPeriod the Shell asks the proxier to
+// compare one iptables-save of nat and filter with the view: every chain
+// the view holds must exist with the number of rules last written, a
+// chain a previous check saw as written must still hash the same (the
+// kernel spells rules its own way, so the first check after a write takes
+// that fingerprint), and the jumps from the built-in chains must be there.
+// Any difference makes that sync full, which rewrites every chain; the
+// Shell logs and counts the repair and backs off from objects another
+// writer keeps undoing. The canary Monitor stays beside it: it notices a
+// table flushed (a firewall reload) within its poll interval without
+// reading the tables, and its chains are part of the state upstream's
+// binary expects. A flush between a repair and the canaries' re-creation,
+// which the Monitor alone missed until the hourly full sync, is caught by
+// the next drift check.
 //
 // The proxier is a backend of the per-family sync shell (pkg/proxy/syncshell)
 // and is built like the nftables one: the generator (generator.go) renders a

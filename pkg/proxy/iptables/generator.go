@@ -143,8 +143,11 @@ type portRules struct {
 	// KUBE-NODEPORTS); both are part of every restore that writes them.
 	filter, dispatch ruleBuf
 	// chains are the port's own nat chains; ownRules counts their rules,
-	// which are written only when the port is re-rendered.
+	// which are written only when the port is re-rendered. counts[i] is
+	// how many of them chains[i] holds: the drift check (drift.go) compares
+	// it with the kernel's, since the rules themselves are not kept.
 	chains   []utiliptables.Chain
+	counts   []int32
 	ownRules int
 
 	// model is what the port was last rendered from, kept so that an
@@ -178,10 +181,10 @@ func (g *generator) begin(t *tables) {
 	t.edits.reset()
 	t.editInserts = 0
 
-	for _, c := range [...]utiliptables.Chain{kubeServicesChain, kubeExternalServicesChain, kubeForwardChain, kubeNodePortsChain, kubeProxyFirewallChain} {
+	for _, c := range filterTopChains {
 		t.filterChains.chainLine(c)
 	}
-	for _, c := range [...]utiliptables.Chain{kubeServicesChain, kubeNodePortsChain, kubePostroutingChain, kubeMarkMasqChain} {
+	for _, c := range natTopChains {
 		t.natChains.chainLine(c)
 	}
 
@@ -322,16 +325,37 @@ func (g *generator) servicePort(t *tables, r *portRules, info *servicePortInfo, 
 	r.filter.reset()
 	r.dispatch.reset()
 	r.chains = r.chains[:0]
+	r.counts = r.counts[:0]
 	r.ownRules = 0
 	if info == nil || m == nil {
 		return
 	}
 	s := shapeOf(info, m)
 	g.frontends(r, &s)
-	before := t.natRules.lines
+	before, firstRun := t.natRules.lines, len(t.runs)
 	g.ownChains(t, r, &s)
 	r.ownRules = t.natRules.lines - before
+	r.countRules(t, firstRun)
 }
+
+// countRules sets r.counts from the runs the port's rendering added to t,
+// starting at runs[first]. The last run is still open: it ends at the end
+// of natRules.
+func (r *portRules) countRules(t *tables, first int) {
+	r.counts = slices.Grow(r.counts[:0], len(r.chains))[:len(r.chains)]
+	clear(r.counts)
+	for i := first; i < len(t.runs); i++ {
+		end := len(t.natRules.b)
+		if i+1 < len(t.runs) {
+			end = t.runs[i+1].start
+		}
+		if j := slices.Index(r.chains, t.runs[i].chain); j >= 0 {
+			r.counts[j] += int32(bytes.Count(t.natRules.b[t.runs[i].start:end], newline))
+		}
+	}
+}
+
+var newline = []byte{'\n'}
 
 // frontends writes the port's rules in the top-level chains: where traffic
 // to each of its addresses goes (dispatch) and how the filter table refuses

@@ -13,10 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2/ktesting"
@@ -86,7 +88,44 @@ func kernelIPTables(t *testing.T, variant string, f fam) (utiliptables.Interface
 	if err := real.Present(); err != nil {
 		t.Skipf("%s iptables not usable here: %v", variant, err)
 	}
-	return real, ns
+	return &netnsIPTables{Interface: real, ns: ns}, ns
+}
+
+// netnsIPTables is the real Interface whose binaries kernelNetns runs in
+// the test's namespace, with the nf_tables generation read there too (the
+// real one reads the calling process's namespace, the host's).
+type netnsIPTables struct {
+	utiliptables.Interface
+	ns string
+}
+
+func (n *netnsIPTables) Features() utiliptables.Features {
+	return n.Interface.(utiliptables.FeatureDetector).Features()
+}
+
+func (n *netnsIPTables) Generation() (gen uint32, ok bool, err error) {
+	if n.Features().Variant != utiliptables.VariantNFT {
+		return 0, false, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The thread enters the namespace and is never unlocked: it ends
+		// with the goroutine instead of running others there.
+		runtime.LockOSThread()
+		f, e := os.Open(filepath.Join("/var/run/netns", n.ns))
+		if e != nil {
+			err = e
+			return
+		}
+		defer f.Close()
+		if err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			return
+		}
+		gen, err = utiliptables.NFTablesGeneration()
+	}()
+	<-done
+	return gen, err == nil, err
 }
 
 // corruptingIPTables passes everything through, except that while bad is

@@ -30,6 +30,12 @@ const (
 	kubeletFirewallChain utiliptables.Chain = "KUBE-FIREWALL"
 )
 
+// The top-level chains every restore that writes them declares, per table.
+var (
+	filterTopChains = [...]utiliptables.Chain{kubeServicesChain, kubeExternalServicesChain, kubeForwardChain, kubeNodePortsChain, kubeProxyFirewallChain}
+	natTopChains    = [...]utiliptables.Chain{kubeServicesChain, kubeNodePortsChain, kubePostroutingChain, kubeMarkMasqChain}
+)
+
 const (
 	svcChainPrefix = "KUBE-SVC-" // dispatch to endpoints, Cluster policy
 	svlChainPrefix = "KUBE-SVL-" // dispatch to endpoints, Local policy

@@ -98,6 +98,8 @@ type Proxier struct {
 	// local converts changed service ports into the library's node-local
 	// model, which the generator renders.
 	local *localnode.Computer
+	// driftCheck is the drift check's scratch space (drift.go).
+	driftCheck driftCheck
 
 	// Constant after construction.
 	syncPeriod        time.Duration
@@ -183,11 +185,18 @@ func NewProxierWithOptions(ctx context.Context,
 		logger:            logger,
 	}
 
-	// syncPeriod is only the retry interval: the canary Monitor, not a
-	// timer, detects rules flushed behind our back.
+	// Once per syncPeriod the Shell asks Drift (drift.go) whether our
+	// chains, their rules and the jumps to them are as written, and makes
+	// the sync full if not, as upstream's periodic sync rewrote them. The
+	// canary Monitor stays: it notices a whole table flushed (a firewall
+	// reload) within its poll interval without reading the tables. A dry
+	// run has no kernel to compare with.
 	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
 		healthzServer, o.ServiceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
 	shellOpts.MakeServicePort = newServiceInfo
+	if o.DryRun == nil {
+		shellOpts.CheckInterval = shellOpts.RetryInterval
+	}
 	shellOpts.Logger, shellOpts.OnSync = &logger, o.SyncHook
 	p.syncPeriod = shellOpts.RetryInterval
 	logger.V(2).Info("Iptables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", p.syncPeriod, "maxSyncPeriod", shellOpts.MaxInterval)

@@ -121,7 +121,7 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (out syncs
 		return out, err
 	}
 	out.Programmed = wrote
-	p.view.commit(t, filter, natTop, time.Now())
+	p.view.commit(t, full, filter, natTop, time.Now())
 	return out, nil
 }
 

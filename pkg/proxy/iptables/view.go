@@ -44,12 +44,30 @@ type view struct {
 	dispatch                  ruleBuf
 	valid                     bool
 	lastTopLevelWrite         time.Time
+	// natTop is the rules of KUBE-POSTROUTING and KUBE-MARK-MASQ as last
+	// restored, for the drift check.
+	natTop []byte
+
+	// fingerprints holds, per chain, a hash of its rules as iptables-save
+	// printed them at a drift check that found the chain as written (same
+	// rule count). A chain written since has none: the kernel's spelling
+	// of a rule differs from ours (added "-m tcp", "/32"...), so only its
+	// rule count can be compared until the next check takes its
+	// fingerprint. See drift.go.
+	fingerprints map[chainKey]uint64
+}
+
+// chainKey names a chain in a table.
+type chainKey struct {
+	table utiliptables.Table
+	chain utiliptables.Chain
 }
 
 func newView() *view {
 	return &view{
-		ports: make(map[proxy.ServicePortName]*portRules),
-		stale: make(map[utiliptables.Chain]proxy.ServicePortName),
+		ports:        make(map[proxy.ServicePortName]*portRules),
+		stale:        make(map[utiliptables.Chain]proxy.ServicePortName),
+		fingerprints: make(map[chainKey]uint64),
 	}
 }
 
@@ -69,6 +87,7 @@ func (v *view) syncPorts(u *syncshell.Update) {
 		if _, ok := u.Services[name]; !ok {
 			for _, c := range r.chains {
 				v.stale[c] = name
+				delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
 			}
 			v.chains -= len(r.chains)
 			delete(v.ports, name)
@@ -91,9 +110,13 @@ func (v *view) beginRender(name proxy.ServicePortName) *portRules {
 func (v *view) endRender(name proxy.ServicePortName, r *portRules) {
 	v.chains += len(r.chains) - len(v.prevChains)
 	for _, c := range v.prevChains {
+		delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
 		if !slices.Contains(r.chains, c) {
 			v.stale[c] = name
 		}
+	}
+	for _, c := range r.chains {
+		delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
 	}
 }
 
@@ -154,13 +177,26 @@ func (v *view) topLevelWrites(t *tables, full bool, now time.Time, period time.D
 
 // commit records a successful restore of t. The buffers are swapped rather
 // than copied; the next sync resets the ones t gets back.
-func (v *view) commit(t *tables, filter, natTop bool, now time.Time) {
+func (v *view) commit(t *tables, full, filter, natTop bool, now time.Time) {
+	if full {
+		// Every chain was written: none keeps its fingerprint.
+		clear(v.fingerprints)
+	}
 	if filter {
+		for _, c := range filterTopChains {
+			delete(v.fingerprints, chainKey{utiliptables.TableFilter, c})
+		}
 		t.filterChains, v.filterChains = v.filterChains, t.filterChains
 		t.filterRules, v.filterRules = v.filterRules, t.filterRules
 	}
+	if natTop {
+		v.natTop = append(v.natTop[:0], t.natRules.b[:t.natTopRules]...)
+	}
 	if natTop || len(t.edits.b) > 0 {
 		t.dispatch, v.dispatch = v.dispatch, t.dispatch
+		for _, c := range natTopChains {
+			delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
+		}
 	}
 	v.valid = true
 	if filter && natTop {

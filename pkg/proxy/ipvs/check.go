@@ -3,84 +3,469 @@
 package ipvs
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
+	utilipvs "k8s.io/net-utils/ipvs"
 )
 
-var _ syncshell.RulesChecker = &rulesBackend{}
+// Drift kinds: the repair metric's label values, a small fixed set.
+const (
+	driftInterface     = "interface"      // kube-ipvs0 missing
+	driftAddress       = "address"        // an address bound to kube-ipvs0, or not
+	driftSet           = "set"            // one of our ip sets missing
+	driftSetElement    = "set element"    // an entry of one of our ip sets
+	driftVirtualServer = "virtual server" // an IPVS virtual server or its settings
+	driftRealServer    = "real server"    // a real server or its weight
+	driftChain         = "chain"          // one of our iptables chains missing
+	driftRule          = "rule"           // a chain holding other rules than written
+	driftJump          = "jump"           // a jump from a built-in chain missing
+)
 
-// RulesMissing reports whether something this proxier programmed was
-// removed from outside: a jump from a built-in chain (re-added here, as
-// upstream re-ensured them on every sync), kube-ipvs0, one of the sets, one
-// of its virtual servers, or one of their real servers (or its weight). The
-// Shell then makes the next sync full.
-func (b *rulesBackend) RulesMissing(ctx context.Context) bool {
+var _ syncshell.DriftChecker = &rulesBackend{}
+
+// Drift compares the state the proxier keeps of what it programmed with
+// the kernel, with one read of each kind: kube-ipvs0's addresses (one
+// netlink dump), every ip set's entries (one "ipset list"), the virtual
+// servers (one dump) and each one's real servers with their weights (one
+// dump per virtual server: IPVS has no call listing them all, and upstream
+// listed them on every sync too), and one iptables-save of nat and filter
+// compared with the last restore's input (see iptablesDrift). Any
+// difference makes the Shell's next sync full, and a full sync re-reads and
+// reconciles everything.
+//
+// Nothing is reported while the state is not trusted (before the first
+// successful sync, after a failed one): the next sync is full anyway.
+func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 	p := (*Proxier)(b)
+	if !p.st.synced {
+		return nil, nil
+	}
+	drifts := p.addressDrift(nil)
+	drifts, err := p.setDrift(drifts)
+	if err != nil {
+		return nil, err
+	}
+	if drifts, err = p.virtualServerDrift(drifts); err != nil {
+		return nil, err
+	}
+	return p.iptablesDrift(drifts)
+}
+
+// addressDrift compares kube-ipvs0's addresses of this family with those
+// the ports want bound: a Service address unbound stops local traffic to
+// it; an address bound by someone else is removed, as upstream's sync did.
+func (p *Proxier) addressDrift(drifts []syncshell.Drift) []syncshell.Drift {
+	listed, err := p.netlink.ListBindAddress(defaultDummyDevice)
+	if err != nil {
+		return append(drifts, syncshell.Drift{Kind: driftInterface, Object: defaultDummyDevice, Expected: "present", Found: err.Error()})
+	}
+	bound := make(map[string]bool, len(listed))
+	for _, s := range listed {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Is4() != (p.ipFamily == v1.IPv4Protocol) || a.IsLoopback() || a.IsLinkLocalUnicast() {
+			continue
+		}
+		bound[a.String()] = true
+	}
+	for a := range p.st.bindRefs {
+		if !bound[a] {
+			drifts = append(drifts, syncshell.Drift{Kind: driftAddress, Object: defaultDummyDevice + " " + a, Expected: "bound", Found: ""})
+		}
+		delete(bound, a)
+	}
+	for a := range bound {
+		drifts = append(drifts, syncshell.Drift{Kind: driftAddress, Object: defaultDummyDevice + " " + a, Expected: "", Found: "bound"})
+	}
+	return drifts
+}
+
+// setDrift compares every set's entries with those the ports want.
+func (p *Proxier) setDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) {
+	all, err := p.listAllSets()
+	if err != nil {
+		return nil, err
+	}
+	for id, set := range p.sets {
+		entries, ok := all[set.Name]
+		if !ok {
+			drifts = append(drifts, syncshell.Drift{Kind: driftSet, Object: set.Name, Expected: "present", Found: ""})
+			continue
+		}
+		want := p.st.setRefs[id]
+		var extra []string
+		for _, e := range entries {
+			if want[e] == 0 {
+				extra = append(extra, e)
+			}
+		}
+		if len(extra) == 0 && len(entries) == len(want) {
+			continue
+		}
+		drifts = entryDrift(set.Name, want, entries, extra, drifts)
+	}
+	return drifts, nil
+}
+
+// entryDrift appends the differences of one set, whose listing (entries)
+// does not match what the ports want; extra are the entries listed but not
+// wanted as spelled. ipset may spell an entry otherwise than we wrote it (a
+// host network without its /32), so those are compared once more in a
+// canonical spelling before being called drift.
+func entryDrift(set string, want map[string]int, entries, extra []string, drifts []syncshell.Drift) []syncshell.Drift {
+	canonical := make(map[string]string, len(want))
+	for e := range want {
+		canonical[canonicalEntry(e)] = e
+	}
+	matched := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if want[e] > 0 {
+			matched[e] = true
+		}
+	}
+	for _, e := range extra {
+		if w, ok := canonical[canonicalEntry(e)]; ok {
+			matched[w] = true
+			continue
+		}
+		drifts = append(drifts, syncshell.Drift{Kind: driftSetElement, Object: set + " " + e, Expected: "", Found: "present"})
+	}
+	for e := range want {
+		if !matched[e] {
+			drifts = append(drifts, syncshell.Drift{Kind: driftSetElement, Object: set + " " + e, Expected: "present", Found: ""})
+		}
+	}
+	return drifts
+}
+
+// canonicalEntry spells an ip set entry ("ip,proto:port,net"...) with
+// addresses in netip's form and host networks (/32, /128) as addresses.
+func canonicalEntry(e string) string {
+	parts := strings.Split(strings.ToLower(e), ",")
+	for i, part := range parts {
+		if pfx, err := netip.ParsePrefix(part); err == nil {
+			if pfx.IsSingleIP() {
+				parts[i] = pfx.Addr().String()
+			} else {
+				parts[i] = pfx.Masked().String()
+			}
+		} else if a, err := netip.ParseAddr(part); err == nil {
+			parts[i] = a.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// listAllSets returns every set's entries: with one "ipset list" where the
+// handle can, else set by set.
+func (p *Proxier) listAllSets() (map[string][]string, error) {
+	if l, ok := p.ipset.(utilipset.AllLister); ok {
+		all, err := l.ListAllEntries()
+		if err != nil {
+			return nil, fmt.Errorf("listing ip sets to compare them with what was written: %w", err)
+		}
+		return all, nil
+	}
+	names, err := p.ipset.ListSets()
+	if err != nil {
+		return nil, fmt.Errorf("listing ip sets to compare them with what was written: %w", err)
+	}
+	all := make(map[string][]string, len(names))
+	for _, set := range p.sets {
+		if !slices.Contains(names, set.Name) {
+			continue
+		}
+		if all[set.Name], err = p.ipset.ListEntries(set.Name); err != nil {
+			return nil, fmt.Errorf("listing ip set %s to compare it with what was written: %w", set.Name, err)
+		}
+	}
+	return all, nil
+}
+
+// virtualServerDrift compares this family's virtual servers and their real
+// servers, weights included, with what was programmed. A real server
+// re-weighted by hand is repaired too, which upstream never did. A real
+// server the graceful termination manager deleted since the last sync
+// shows here as well, and costs one full sync.
+func (p *Proxier) virtualServerDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) {
 	st := p.st
-	if !st.synced {
-		return false
+	vss, err := p.ipvs.GetVirtualServers()
+	if err != nil {
+		return nil, fmt.Errorf("listing IPVS virtual servers to compare them with what was programmed: %w", err)
 	}
-	missing := false
-	for _, jc := range iptablesJumpChains {
-		args := []string{"-m", "comment", "--comment", jc.comment, "-j", string(jc.to)}
-		exists, err := p.ipt.EnsureRule(utiliptables.Prepend, jc.table, jc.from, args...)
-		if err != nil || !exists {
-			p.logger.Info("iptables jump missing", "table", jc.table, "chain", jc.from, "target", jc.to, "err", err)
-			missing = true
+	seen := 0
+	for _, vs := range vss {
+		if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) {
+			continue
 		}
-	}
-	if exists, err := p.ipt.ChainExists(utiliptables.TableNAT, kubeServicesChain); err != nil || !exists {
-		missing = true
-	}
-	if exists, err := p.netlink.EnsureDummyDevice(defaultDummyDevice); err != nil || !exists {
-		p.logger.Info("Dummy interface was missing", "interface", defaultDummyDevice, "err", err)
-		missing = true
-	}
-	if names, err := p.ipset.ListSets(); err == nil {
-		have := sets.New(names...)
-		for _, set := range p.sets {
-			if !have.Has(set.Name) {
-				p.logger.Info("IP set missing", "ipset", set.Name)
-				missing = true
+		k := keyOf(vs)
+		a := st.applied[k]
+		if a == nil {
+			// One inside excludeCIDRs belongs to someone else.
+			if !p.excluded(vs.Address) {
+				drifts = append(drifts, syncshell.Drift{Kind: driftVirtualServer, Object: vs.String(), Expected: "", Found: vsText(vs)})
 			}
+			continue
+		}
+		seen++
+		if !a.vs.Equal(vs) {
+			drifts = append(drifts, syncshell.Drift{Kind: driftVirtualServer, Object: vs.String(), Expected: vsText(a.vs), Found: vsText(vs)})
+		}
+		rss, err := p.ipvs.GetRealServers(vs)
+		if err != nil {
+			return nil, fmt.Errorf("listing real servers of %s to compare them with what was programmed: %w", vs, err)
+		}
+		if !a.matches(rss) {
+			drifts = realServerDrift(vs, a, rss, drifts)
 		}
 	}
-	if vss, err := p.ipvs.GetVirtualServers(); err == nil {
-		n := 0
+	if seen != len(st.applied) {
+		present := make(map[vsKey]bool, len(vss))
 		for _, vs := range vss {
-			if (vs.Address.To4() != nil) != (p.ipFamily == v1.IPv4Protocol) {
-				continue
-			}
-			n++
-			a, ok := st.applied[keyOf(vs)]
-			if !ok {
-				missing = true
-				continue
-			}
-			if missing {
-				continue
-			}
-			// A real server deleted (or its weight changed) by hand leaves
-			// the virtual server in place: only its listing shows it. As
-			// upstream, which lists every virtual server's real servers on
-			// every sync, it is put back within one sync period. A real
-			// server the graceful termination manager has deleted since
-			// the last sync shows here too, and costs one full sync.
-			rss, err := p.ipvs.GetRealServers(vs)
-			if err != nil || !a.matches(rss) {
-				p.logger.Info("IPVS real servers changed behind kube-proxy's back", "virtualServer", vs, "err", err)
-				missing = true
-			}
+			present[keyOf(vs)] = true
 		}
-		if n != len(st.applied) {
-			p.logger.Info("IPVS virtual servers changed behind kube-proxy's back", "have", n, "want", len(st.applied))
-			missing = true
+		for k, a := range st.applied {
+			if present[k] {
+				continue
+			}
+			// Someone else's, in excludeCIDRs, and gone: not ours to restore.
+			if _, wanted := st.claims[k]; !wanted && p.excluded(a.vs.Address) {
+				continue
+			}
+			drifts = append(drifts, syncshell.Drift{Kind: driftVirtualServer, Object: a.vs.String(), Expected: vsText(a.vs), Found: ""})
 		}
 	}
-	return missing
+	return drifts, nil
+}
+
+func realServerDrift(vs *utilipvs.VirtualServer, a *appliedVS, rss []*utilipvs.RealServer, drifts []syncshell.Drift) []syncshell.Drift {
+	listed := make(map[rsKey]bool, len(rss))
+	for _, rs := range rss {
+		k := rsKeyOf(rs)
+		listed[k] = true
+		object := vs.String() + " -> " + rs.String()
+		switch cur := a.rss[k]; {
+		case cur == nil:
+			drifts = append(drifts, syncshell.Drift{Kind: driftRealServer, Object: object, Expected: "", Found: weightText(rs.Weight)})
+		case cur.weight != rs.Weight:
+			drifts = append(drifts, syncshell.Drift{Kind: driftRealServer, Object: object, Expected: weightText(cur.weight), Found: weightText(rs.Weight)})
+		}
+	}
+	for k, cur := range a.rss {
+		if !listed[k] && cur.terminating {
+			// The graceful termination manager deleted it, as it was
+			// asked to: the state catches up, nothing to repair.
+			delete(a.rss, k)
+			a.changing()
+			continue
+		}
+		if !listed[k] {
+			rs := k.realServer(cur.weight)
+			drifts = append(drifts, syncshell.Drift{Kind: driftRealServer, Object: vs.String() + " -> " + rs.String(), Expected: weightText(cur.weight), Found: ""})
+		}
+	}
+	return drifts
+}
+
+func vsText(vs *utilipvs.VirtualServer) string {
+	return fmt.Sprintf("scheduler %s flags %#x timeout %d", vs.Scheduler, uint32(vs.Flags), vs.Timeout)
+}
+
+func weightText(w int) string { return "weight " + strconv.Itoa(w) }
+
+// iptablesDrift compares one iptables-save of nat and of filter with the
+// last restore's input (st.rules), which holds every one of our chains in
+// full: each must exist with as many rules, and, once a check has seen it
+// so, keep the same rules (a fingerprint of iptables-save's spelling, which
+// differs from ours). The jumps from the built-in chains must be there.
+// When st.rules is nil the next sync writes the rules anyway.
+//
+// On iptables-nft the kernel counts committed nf_tables transactions: when
+// none was committed since a check found the rules as written, they are
+// not read again.
+func (p *Proxier) iptablesDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) {
+	st := p.st
+	gen, genOK := uint32(0), false
+	if gr, ok := p.ipt.(utiliptables.GenerationReader); ok {
+		g, ok, err := gr.Generation()
+		switch {
+		case err != nil:
+			p.logger.V(2).Info("Could not read the nf_tables generation; comparing the rules", "err", err)
+		case ok && st.iptGenValid && g == st.iptGen && st.rules != nil:
+			return drifts, nil
+		case ok:
+			gen, genOK = g, true
+		}
+	}
+	st.iptGenValid = false
+	before := len(drifts)
+	defer func() {
+		if genOK && len(drifts) == before && st.rules != nil {
+			st.iptGen, st.iptGenValid = gen, true
+		}
+	}()
+	var save bytes.Buffer
+	for _, table := range [...]utiliptables.Table{utiliptables.TableNAT, utiliptables.TableFilter} {
+		save.Reset()
+		if err := p.ipt.SaveInto(table, &save); err != nil {
+			return nil, fmt.Errorf("reading the %s table to compare it with the rules written: %w", table, err)
+		}
+		if st.rules != nil {
+			want := wantedChains(st.rules, table)
+			scanSave(save.Bytes(), want)
+			drifts = compareChains(table, want, st.fingerprints, drifts)
+		}
+		drifts = jumpDrifts(table, save.Bytes(), drifts)
+	}
+	return drifts, nil
+}
+
+// chainState is one of our chains: the rules written, and what the save
+// shows.
+type chainState struct {
+	rules   int
+	present bool
+	found   int
+	hash    uint64
+}
+
+// wantedChains returns table's chains in restore input rules, with how
+// many rules each got.
+func wantedChains(rules []byte, table utiliptables.Table) map[string]*chainState {
+	want := map[string]*chainState{}
+	in := false
+	for _, line := range bytes.Split(rules, []byte{'\n'}) {
+		switch {
+		case len(line) > 1 && line[0] == '*':
+			in = string(line[1:]) == string(table)
+		case !in:
+		case len(line) > 1 && line[0] == ':':
+			name, _, _ := bytes.Cut(line[1:], []byte{' '})
+			want[string(name)] = &chainState{}
+		default:
+			if name := ruleChain(line); name != nil {
+				if c := want[string(name)]; c != nil {
+					c.rules++
+				}
+			}
+		}
+	}
+	return want
+}
+
+// ruleChain returns the chain of an "-A CHAIN ..." line, or nil.
+func ruleChain(line []byte) []byte {
+	if len(line) < 4 || line[0] != '-' || line[1] != 'A' || line[2] != ' ' {
+		return nil
+	}
+	name, _, _ := bytes.Cut(line[3:], []byte{' '})
+	return name
+}
+
+// FNV-1a, inline.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// scanSave notes which wanted chains an iptables-save shows, their rule
+// count and a hash of their rules.
+func scanSave(save []byte, want map[string]*chainState) {
+	for _, line := range bytes.Split(save, []byte{'\n'}) {
+		if len(line) > 1 && line[0] == ':' {
+			name, _, _ := bytes.Cut(line[1:], []byte{' '})
+			if c := want[string(name)]; c != nil {
+				c.present, c.hash = true, fnvOffset
+			}
+			continue
+		}
+		name := ruleChain(line)
+		if name == nil {
+			continue
+		}
+		c := want[string(name)]
+		if c == nil {
+			continue
+		}
+		c.found++
+		h := c.hash
+		for _, b := range line {
+			h = (h ^ uint64(b)) * fnvPrime
+		}
+		c.hash = (h ^ '\n') * fnvPrime
+	}
+}
+
+// compareChains appends what differs, and takes the fingerprint of chains
+// found as written that have none yet.
+func compareChains(table utiliptables.Table, want map[string]*chainState, fingerprints map[tableChain]uint64, drifts []syncshell.Drift) []syncshell.Drift {
+	for name, c := range want {
+		key := tableChain{table, utiliptables.Chain(name)}
+		object := string(table) + "/" + name
+		switch {
+		case !c.present:
+			delete(fingerprints, key)
+			drifts = append(drifts, syncshell.Drift{Kind: driftChain, Object: object, Expected: rulesText(c.rules), Found: ""})
+		case c.found != c.rules:
+			delete(fingerprints, key)
+			drifts = append(drifts, syncshell.Drift{Kind: driftRule, Object: object, Expected: rulesText(c.rules), Found: rulesText(c.found)})
+		default:
+			if fp, ok := fingerprints[key]; ok && fp != c.hash {
+				drifts = append(drifts, syncshell.Drift{Kind: driftRule, Object: object,
+					Expected: rulesText(c.rules) + " as written", Found: rulesText(c.found) + ", changed since"})
+				continue
+			}
+			fingerprints[key] = c.hash
+		}
+	}
+	return drifts
+}
+
+func rulesText(n int) string {
+	if n == 1 {
+		return "1 rule"
+	}
+	return strconv.Itoa(n) + " rules"
+}
+
+// jumpDrifts appends the jumps from table's built-in chains to ours that an
+// iptables-save of it lacks.
+func jumpDrifts(table utiliptables.Table, save []byte, drifts []syncshell.Drift) []syncshell.Drift {
+	for _, jc := range iptablesJumpChains {
+		if jc.table != table || hasJump(save, jc) {
+			continue
+		}
+		drifts = append(drifts, syncshell.Drift{Kind: driftJump,
+			Object:   string(table) + "/" + string(jc.from) + " -j " + string(jc.to),
+			Expected: fmt.Sprintf("-A %s -m comment --comment %q -j %s", jc.from, jc.comment, jc.to), Found: ""})
+	}
+	return drifts
+}
+
+// hasJump reports whether save has a rule in jc.from jumping to jc.to with
+// jc.comment.
+func hasJump(save []byte, jc jumpChain) bool {
+	prefix := "-A " + string(jc.from) + " "
+	target := " -j " + string(jc.to)
+	quoted, bare := `--comment "`+jc.comment+`"`, "--comment "+jc.comment+" "
+	for _, line := range bytes.Split(save, []byte{'\n'}) {
+		l := string(line)
+		if !strings.HasPrefix(l, prefix) || !(strings.HasSuffix(l, target) || strings.Contains(l, target+" ")) {
+			continue
+		}
+		if strings.Contains(l, quoted) || strings.Contains(l, bare) {
+			return true
+		}
+	}
+	return false
 }

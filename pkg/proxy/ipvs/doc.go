@@ -11,7 +11,15 @@
 // only what the ports changed since want), a partial sync reconciles only the
 // virtual servers, ip set entries and addresses of the service ports that
 // changed, so a one-endpoint change costs O(1) IPVS netlink operations and one
-// "ipset restore". Traffic policy,
+// "ipset restore". Once per syncPeriod the Shell asks Drift (check.go) to
+// compare that view with the kernel, one read of each kind: kube-ipvs0's
+// addresses, every set's entries (one "ipset list"), the virtual servers
+// with their real servers and weights, and one iptables-save per table
+// against the last restore input (each chain's rule count, then a
+// fingerprint of the kernel's spelling of its rules). Anything changed
+// behind the proxier's back makes that sync full, which re-reads and
+// repairs everything within one syncPeriod, as upstream's every-sync
+// rewrite did; the Shell logs and counts each repair. Traffic policy,
 // topology and the terminating-endpoint fallback are the brain's
 // (syncshell.Update.Policy); this package only programs them.
 //

@@ -271,8 +271,9 @@ func newProxier(
 	shellOpts.MakeServicePort = newServiceInfo
 	shellOpts.Logger, shellOpts.OnSync = &logger, d.SyncHook
 	// Upstream rewrote everything every syncPeriod; here partial syncs
-	// leave what did not change alone, and a cheap check once per
-	// syncPeriod (RulesMissing) notices state removed behind our back.
+	// leave what did not change alone, and once per syncPeriod Drift
+	// (check.go) compares everything programmed with the kernel, turning
+	// that sync into a full one, which repairs it, when anything differs.
 	shellOpts.CheckInterval = shellOpts.RetryInterval
 	p.retryInterval = shellOpts.RetryInterval
 	logger.V(2).Info("ipvs sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)

@@ -179,12 +179,20 @@ type state struct {
 	nodeGen uint64
 	// rules is the last iptables-restore input written; nil forces a write.
 	rules []byte
+	// fingerprints holds, per chain of rules, a hash of its rules as
+	// iptables-save printed them at a drift check that found the chain as
+	// written; emptied whenever rules are written (check.go).
+	fingerprints map[tableChain]uint64
+	// iptGen is the nf_tables generation read before the last drift check
+	// that found the rules as written, if iptGenValid.
+	iptGen      uint32
+	iptGenValid bool
 	// synced is false until a full sync succeeded, and after a failure.
 	synced bool
 }
 
 func newState() *state {
-	s := &state{applied: map[vsKey]*appliedVS{}}
+	s := &state{applied: map[vsKey]*appliedVS{}, fingerprints: map[tableChain]uint64{}}
 	s.resetWanted()
 	return s
 }

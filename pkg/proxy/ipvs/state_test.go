@@ -420,51 +420,6 @@ func (c *countingIPVS) UpdateRealServer(vs *utilipvs.VirtualServer, rs *utilipvs
 	return c.Interface.UpdateRealServer(vs, rs)
 }
 
-func TestRulesMissing(t *testing.T) {
-	f := fams[0]
-	for _, tc := range []struct {
-		name    string
-		disturb func(env *fakeEnv)
-	}{
-		{"jump deleted", func(env *fakeEnv) {
-			_ = env.ipt.DeleteRule(utiliptables.TableNAT, utiliptables.ChainPrerouting, "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES")
-		}},
-		{"dummy interface deleted", func(env *fakeEnv) { _ = env.netlink.DeleteDummyDevice(defaultDummyDevice) }},
-		{"set destroyed", func(env *fakeEnv) { _ = env.ipset.DestroySet("KUBE-LOOP-BACK") }},
-		{"virtual servers flushed", func(env *fakeEnv) { _ = env.ipvs.Flush() }},
-		// A real server deleted or re-weighted by hand leaves its virtual
-		// server in place; upstream re-lists real servers on every sync.
-		{"real server deleted", func(env *fakeEnv) {
-			vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
-			_ = env.ipvs.DeleteRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP(f.rpod(1)), Port: 8080})
-		}},
-		{"real server weight changed", func(env *fakeEnv) {
-			vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
-			_ = env.ipvs.UpdateRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP(f.rpod(1)), Port: 8080, Weight: 0})
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
-			p.OnServiceAdd(webService(f, nil))
-			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
-			syncAll(t, p)
-			want := env.dump(t)
-			b := (*rulesBackend)(p)
-			if b.RulesMissing(env.ctx) {
-				t.Fatal("RulesMissing after a clean sync")
-			}
-			tc.disturb(env)
-			p.RequestRulesCheck()
-			if err := p.SyncNow(); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, env.dump(t)); diff != "" {
-				t.Errorf("state not restored after %s (-want +got):\n%s", tc.name, diff)
-			}
-		})
-	}
-}
-
 // A Service may use an address inside excludeCIDRs whose virtual server
 // already exists: it is programmed like any other, and kept when the
 // Service goes.

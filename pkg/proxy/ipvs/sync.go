@@ -773,6 +773,9 @@ func (p *Proxier) syncIPTables(full bool) (bool, error) {
 		p.linkChains()
 	}
 	st.rules = nil
+	// Every chain is rewritten: the kernel's spelling of its rules is
+	// taken again by the next drift check.
+	clear(st.fingerprints)
 	if err := p.ipt.RestoreAll(data, utiliptables.NoFlushTables, utiliptables.RestoreCounters); err != nil {
 		var pErr utiliptables.ParseError
 		if errors.As(err, &pErr) {
