@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs upstream Kubernetes' own [sig-network] e2e specs (Services, EndpointSlice, Conntrack,
-# KubeProxy, and the Networking specs that go through Services) against a real one-node
-# cluster built on this machine (two nodes by default), once with upstream's kube-proxy v1.37.2 and once with ours,
-# in iptables and in nftables mode, and writes a per-spec table.
+# KubeProxy, and the Networking specs that go through Services) against a real two-node
+# cluster built on this machine, once with upstream's kube-proxy v1.37.2 and once with ours
+# (every node runs the kube-proxy under test), in iptables and in nftables mode, and writes
+# a per-spec table.
 #
 #   hack/conformance.sh [all]        build (cached), bring the cluster up, run every
 #                                    proxy x mode, write the table, tear down
@@ -69,11 +70,12 @@ img_busybox=registry.k8s.io/e2e-test-images/busybox:1.37.0-2
 img_pause=registry.k8s.io/pause:3.10.2
 img_nginx=registry.k8s.io/e2e-test-images/nginx:1.27.0-2
 img_regression=registry.k8s.io/e2e-test-images/regression-issue-74839:1.5
+img_iptables=registry.k8s.io/build-image/distroless-iptables:v0.9.9
 
 focus_default='\[sig-network\] (Services|EndpointSlice|EndpointSliceMirroring|Conntrack|KubeProxy|Networking)'
 # Each skip with its reason; docs/conformance.md prints this list.
 skips=(
-  '\[Disruptive\]|restarts or kills cluster components over SSH; one host-process cluster has no SSH'
+  '\[Disruptive\]|restarts or kills cluster components over SSH; this host-process cluster has no SSH'
   'LoadBalancer|needs a cloud provider to provision load balancers'
   '\[Feature:Networking-IPv6\]|\[Feature:IPv6DualStack\]|single-stack IPv4 cluster'
   '\[sig-network\] DNS|the DNS specs test CoreDNS itself; this cluster serves Service records only (kpctl dns)'
@@ -347,6 +349,10 @@ nogroup:x:65534:
 " -entrypoint /bin/httpd -cmd -f,-p,80,-h,/usr/share/nginx/html
   "$bin/kpctl" image -o "$d/regression.tar" -tag $img_regression \
     -file "$cache/regression-issue-74839:/regression-issue-74839" -entrypoint /regression-issue-74839
+  # distroless-iptables: the host-network pod in which "should set TCP CLOSE_WAIT timeout"
+  # reads the node's conntrack table (/proc/net/nf_conntrack, else the conntrack tool).
+  "$bin/kpctl" image -o "$d/distroless-iptables.tar" -tag $img_iptables -busybox /bin/busybox -dir /tmp \
+    -bin /usr/sbin/conntrack -cmd sh
   local t i
   for i in $(node_seq); do
     for t in "$d"/*.tar; do
@@ -601,11 +607,13 @@ suite() { # name
   local start=$SECONDS rc=0
   # ginkgo's CLI runs the precompiled suite in parallel processes, [Serial] specs last, as
   # upstream's CI does; most of a spec's time is spent waiting for pods.
+  # --num-nodes: without it only ginkgo's first process counts the nodes; a spec that calls
+  # SkipUnlessNodeCountIsAtLeast(2) on any other process skips itself ("not -1").
   "${nsexec[@]}" "$cache/ginkgo" --procs "${CONFORMANCE_PROCS:-4}" --timeout 4h --no-color \
     --focus "$focus" --skip "$skip" --output-dir "$out" --json-report report.json \
     "$cache/e2e.test" -- --provider=local --kubeconfig "$state/pki/admin.conf" \
     --kubectl-path "$cache/kubectl" --report-dir "$out" \
-    --dump-logs-on-failure=false --allowed-not-ready-nodes 0 \
+    --dump-logs-on-failure=false --allowed-not-ready-nodes 0 --num-nodes "$nodes" \
     >"$out/e2e.log" 2>&1 || rc=$?
   echo $((SECONDS - start)) >"$out/seconds"
   grep -E '^(Ran|FAIL|SUCCESS|PASS)' "$out/e2e.log" | tail -3 >&2 || true
