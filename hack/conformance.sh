@@ -528,9 +528,7 @@ down() {
   stop etcd
   # A shim whose task could not be deleted outlives containerd: it is found by this cluster's
   # socket path on its command line, and ended by PID.
-  for pid in $(grep -l -a -F "$rundir/" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
-    [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ] || kill -9 "$pid" 2>/dev/null || true
-  done
+  for pid in $(cluster_pids); do kill -9 "$pid" 2>/dev/null || true; done
   # Volumes the kubelets mounted, the sandboxes' /dev/shm (containerd's root) and the
   # containers' root filesystems (containerd's state); then the sandboxes' network
   # namespaces and the nodes'.
@@ -551,6 +549,48 @@ down() {
   if [ ! -S /run/containerd/containerd.sock ]; then
     rmdir /run/containerd/s /run/containerd/fifo /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd 2>/dev/null || true
   fi
+  local left
+  left=$(leftovers "${cni_netns[@]}")
+  if [ -n "$left" ]; then
+    log "down left behind:"
+    printf '   %s\n' "$left" >&2
+    return 1
+  fi
+}
+
+# cluster_pids prints the processes whose command line names a path under the given
+# directories (default: the run directory, where containerd's shims have their socket),
+# each command line read by its own grep so that no grep finds itself.
+cluster_pids() { # dirs...
+  local f pid d
+  [ $# -gt 0 ] || set -- "$rundir"
+  for f in /proc/[0-9]*/cmdline; do
+    pid=${f#/proc/}
+    pid=${pid%/cmdline}
+    if [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ]; then continue; fi
+    for d in "$@"; do
+      if grep -qaF "$d/" "$f" 2>/dev/null; then echo "$pid"; break; fi
+    done
+  done
+  return 0
+}
+
+# leftovers prints what a torn-down cluster would have left: its network namespaces (the
+# nodes' and the given sandbox ones), mounts under its directories, processes naming its
+# run directory, the nodes' cgroups, and the run directory itself.
+leftovers() { # sandbox-netns-paths...
+  local n i c
+  for n in "${node_netns[@]}" "${@##*/}"; do
+    [ -e "/run/netns/$n" ] && echo "network namespace $n"
+  done
+  findmnt -rn -o TARGET | { grep -E "^($state/nodes|$rundir)(/|$)" || true; } | sed 's/^/mount /'
+  # The daemons name $state (their configs), the shims $rundir.
+  cluster_pids "$rundir" "$state" | sed 's/^/process /'
+  for i in 0 1; do
+    while read -r c; do [ -d "$c" ] && echo "cgroup $c"; done < <(cgroup_dirs "$i")
+  done
+  [ -e "$rundir" ] && echo "directory $rundir"
+  return 0
 }
 
 # ---------------------------------------------------------------------------------------------
