@@ -233,6 +233,11 @@ node_seq() { seq 0 $((nodes - 1)); }
 # removes exactly what the cluster created.
 cgroup_dirs() { # node-index: the node's cgroupRoot in every mounted v1 controller
   local c
+  # cgroup v2 alone: one hierarchy, its root at /sys/fs/cgroup.
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    echo "/sys/fs/cgroup/${node_names[$1]}"
+    return 0
+  fi
   for c in /sys/fs/cgroup/*/; do
     [ -f "$c/cgroup.procs" ] && echo "${c%/}/${node_names[$1]}"
   done
@@ -411,7 +416,7 @@ kubelet_up() { # node-index
   # starts with no CPUs and no memory nodes: give it its parent's, or nothing below can run.
   while read -r c; do
     mkdir -p "$c"
-    if [ -f "$c/cpuset.cpus" ]; then
+    if [ -f "$c/cpuset.cpus" ] && [ -f "${c%/*}/cpuset.cpus" ]; then
       cat "${c%/*}/cpuset.cpus" >"$c/cpuset.cpus"
       cat "${c%/*}/cpuset.mems" >"$c/cpuset.mems"
     fi
