@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs upstream Kubernetes' own [sig-network] e2e specs (Services, EndpointSlice, Conntrack,
-# KubeProxy, and the Networking specs that go through Services) against a real one-node
-# cluster built on this machine, once with upstream's kube-proxy v1.37.2 and once with ours,
-# in iptables and in nftables mode, and writes a per-spec table.
+# KubeProxy, and the Networking specs that go through Services) against a real two-node
+# cluster built on this machine, once with upstream's kube-proxy v1.37.2 and once with ours
+# (every node runs the kube-proxy under test), in iptables and in nftables mode, and writes
+# a per-spec table.
 #
 #   hack/conformance.sh [all]        build (cached), bring the cluster up, run every
 #                                    proxy x mode, write the table, tear down
@@ -16,7 +17,9 @@
 #
 # Environment: CONFORMANCE_PROXIES ("upstream ours"), CONFORMANCE_MODES ("iptables nftables"),
 # CONFORMANCE_FOCUS / CONFORMANCE_SKIP (ginkgo regexps, default below), CONFORMANCE_SUBSET=ci
-# (the Service [Conformance] specs only, what .ci/run runs).
+# (the Service [Conformance] specs only, what .ci/run runs), CONFORMANCE_NODES (2: a second
+# kubelet and kube-proxy in their own namespace, so the specs that need two nodes run; 1: the
+# control-plane node only).
 #
 # Exit codes: 0 all selected specs passed; 1 a spec failed or the cluster did not work;
 # 3 the machine lacks something this script cannot install (no apt, no cgroup controllers):
@@ -27,22 +30,34 @@
 # upstream sources are in the Go module cache), our cluster tools from test/conformance,
 # which does not depend on k8s.io/kubernetes; every image the
 # specs name is assembled locally (test/conformance/ociimage) and imported into the cluster's
-# own containerd. The whole cluster runs in the network namespace "kpc": the host's network,
-# routes and rules are never touched, and no packet of the tests can leave the machine.
+# own containerd. The cluster runs in the network namespaces "kpc" (control plane and the first
+# node) and "kpc2" (the second node), joined by one veth pair: the host's network, routes and
+# rules are never touched, and no packet of the tests can leave the machine.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 version=v1.37.2
 cache=${KUBE_PROXY_CONFORMANCE_CACHE:-/var/cache/kube-proxy-conformance}/$version
 state=${KUBE_PROXY_CONFORMANCE_STATE:-/var/lib/kube-proxy-conformance}
 rundir=/run/kube-proxy-conformance
-netns=kpc
-nsexec=(nsenter --net=/run/netns/$netns --)
 
 # Addresses: 198.18.0.0/15 is the benchmarking range (RFC 2544), never routed anywhere.
-node_name=kpc-node
-node_ip=198.18.0.1
-pod_cidr=198.18.64.0/24
-pod_gw=198.18.64.1
+# Node i (0-based) is named node_names[i], has node_ips[i] on the link between the node
+# namespaces, runs in network namespace node_netns[i] and gives its pods pod_cidrs[i]. The
+# control plane, the cluster DNS and the test runner live on node 0.
+nodes=${CONFORMANCE_NODES:-2}
+node_names=(kpc-node kpc-node2)
+node_ips=(198.18.0.1 198.18.0.2)
+node_netns=(kpc kpc2)
+pod_cidrs=(198.18.64.0/24 198.18.65.0/24)
+pod_gws=(198.18.64.1 198.18.65.1)
+cluster_cidr=198.18.64.0/23 # every node's pod CIDR: kube-proxy's --cluster-cidr
+# On a running cluster (run, report, down) the node count is the one up recorded.
+if [ -z "${CONFORMANCE_NODES:-}" ] && [ -f "$rundir/nodes" ]; then nodes=$(cat "$rundir/nodes"); fi
+case $nodes in 1|2) ;; *) echo "CONFORMANCE_NODES=$nodes: 1 or 2" >&2; exit 2 ;; esac
+node_name=${node_names[0]}
+node_ip=${node_ips[0]}
+netns=${node_netns[0]}
+nsexec=(nsenter --net=/run/netns/$netns --)
 svc_cidr=198.19.0.0/16
 svc_ip=198.19.0.1
 # Cluster DNS (kpctl dns, test/conformance/clusterdns) listens on the node's address, not
@@ -55,21 +70,20 @@ img_busybox=registry.k8s.io/e2e-test-images/busybox:1.37.0-2
 img_pause=registry.k8s.io/pause:3.10.2
 img_nginx=registry.k8s.io/e2e-test-images/nginx:1.27.0-2
 img_regression=registry.k8s.io/e2e-test-images/regression-issue-74839:1.5
+img_iptables=registry.k8s.io/build-image/distroless-iptables:v0.9.9
 
 focus_default='\[sig-network\] (Services|EndpointSlice|EndpointSliceMirroring|Conntrack|KubeProxy|Networking)'
 # Each skip with its reason; docs/conformance.md prints this list.
 skips=(
-  '\[Disruptive\]|restarts or kills cluster components over SSH; one host-process cluster has no SSH'
+  '\[Disruptive\]|restarts or kills cluster components over SSH; this host-process cluster has no SSH'
   'LoadBalancer|needs a cloud provider to provision load balancers'
   '\[Feature:Networking-IPv6\]|\[Feature:IPv6DualStack\]|single-stack IPv4 cluster'
   '\[sig-network\] DNS|the DNS specs test CoreDNS itself; this cluster serves Service records only (kpctl dns)'
   'Internet connection|contacts addresses on the internet; this cluster has no route out'
   '\[Feature:SCTPConnectivity\]|SCTP module not loaded on this kernel'
-  'should be able to preserve UDP traffic when server pod cycles for a NodePort service|needs two nodes (client and server on different nodes)'
   '\[Feature:ServiceCIDRs\]|alpha/beta feature gate not enabled'
   'should be able to switch session affinity for LoadBalancer|cloud load balancer'
   '\[Feature:ProxyTerminatingEndpoints\]|feature-gated in upstream e2e'
-  'should set TCP CLOSE_WAIT timeout|needs two nodes (nodes.Items[1])'
   '\[Slow\]|slow specs (over 5 minutes each) excluded to fit the time budget'
   '\[Feature:|other feature-gated specs not enabled on this cluster'
   'Networking IPerf|performance measurement, needs two nodes'
@@ -180,13 +194,15 @@ deps() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# processes: each daemon runs in the kpc network namespace, its PID in $rundir/NAME.pid
+# processes: each daemon runs in its node's network namespace, its PID in $rundir/NAME.pid.
+# Per-node daemons are named NAME-NODE (containerd-kpc-node2, kubelet-kpc-node, ...).
 
-start() { # name cmd...
-  local name=$1; shift
-  "${nsexec[@]}" setsid "$@" >"$state/logs/$name.log" 2>&1 </dev/null &
+start_in() { # node-index name cmd...
+  local i=$1 name=$2; shift 2
+  nsenter --net="/run/netns/${node_netns[$i]}" -- setsid "$@" >"$state/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$rundir/$name.pid"
 }
+start() { start_in 0 "$@"; } # name cmd...: a control-plane daemon, on node 0
 stop() { # name
   local f="$rundir/$1.pid" pid i
   [ -f "$f" ] || return 0
@@ -206,45 +222,86 @@ wait_for() { # what seconds cmd...
   return 1
 }
 kubectl() { "${nsexec[@]}" "$cache/kubectl" --kubeconfig "$state/pki/admin.conf" "$@"; }
-ctr_() { ctr -a "$rundir/containerd/containerd.sock" -n k8s.io "$@"; }
+nsx() { local i=$1; shift; nsenter --net="/run/netns/${node_netns[$i]}" -- "$@"; } # node-index cmd...
+ndir() { echo "$state/nodes/${node_names[$1]}"; } # a node's persistent state
+nrun() { echo "$rundir/${node_names[$1]}"; }      # a node's runtime state (sockets, runc)
+sock() { echo "$(nrun "$1")/containerd.sock"; }
+ctr_() { local i=$1; shift; ctr -a "$(sock "$i")" -n k8s.io "$@"; } # node-index args...
+node_seq() { seq 0 $((nodes - 1)); }
+# Each node's cgroups hang below /<node name> in every controller (the kubelet's
+# cgroupRoot): the two kubelets never see, nor garbage-collect, each other's pods, and down
+# removes exactly what the cluster created.
+cgroup_dirs() { # node-index: the node's cgroupRoot in every mounted v1 controller
+  local c
+  # cgroup v2 alone: one hierarchy, its root at /sys/fs/cgroup.
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    echo "/sys/fs/cgroup/${node_names[$1]}"
+    return 0
+  fi
+  for c in /sys/fs/cgroup/*/; do
+    [ -f "$c/cgroup.procs" ] && echo "${c%/}/${node_names[$1]}"
+  done
+  return 0
+}
 
 # ---------------------------------------------------------------------------------------------
 # cluster
 
 network() {
-  ip netns add $netns 2>/dev/null || true
-  "${nsexec[@]}" ip link set lo up
-  # The node's address sits on one end of a veth pair whose both ends are in the namespace
-  # (this kernel has no dummy driver). A default route keeps address detection in the
-  # components happy; it points into the pair, so nothing can leave the namespace.
+  local i
+  for i in $(node_seq); do
+    ip netns add "${node_netns[$i]}" 2>/dev/null || true
+    nsx "$i" ip link set lo up
+  done
+  # Node 0's address sits on one end of a veth pair (this kernel has no dummy driver). With
+  # two nodes the other end is node 1's interface, in node 1's namespace: the pair is the
+  # nodes' only link. With one node both ends stay in node 0's namespace. Each node's
+  # default route points into the pair, on-link, so an address no node owns is simply not
+  # answered: address detection in the components is happy and nothing can leave.
   "${nsexec[@]}" ip link add kpc0 type veth peer name kpc1 2>/dev/null || true
-  "${nsexec[@]}" ip addr replace $node_ip/32 dev kpc0
+  "${nsexec[@]}" ip addr replace "${node_ips[0]}/24" dev kpc0
   "${nsexec[@]}" ip link set kpc0 up
-  "${nsexec[@]}" ip link set kpc1 up
+  if [ "$nodes" = 2 ]; then
+    "${nsexec[@]}" ip link set kpc1 netns "${node_netns[1]}" 2>/dev/null || true
+    nsx 1 ip addr replace "${node_ips[1]}/24" dev kpc1
+    nsx 1 ip link set kpc1 up
+    nsx 1 ip route replace default dev kpc1
+    # Each node reaches the other's pods through the other node (what a cloud's routes or
+    # a CNI's host-gw mode do).
+    nsx 0 ip route replace "${pod_cidrs[1]}" via "${node_ips[1]}"
+    nsx 1 ip route replace "${pod_cidrs[0]}" via "${node_ips[0]}"
+  else
+    "${nsexec[@]}" ip link set kpc1 up
+  fi
   "${nsexec[@]}" ip route replace default dev kpc0
-  "${nsexec[@]}" sysctl -qw net.ipv4.ip_forward=1
-  # Make the node's netfilter see bridged traffic (kube-proxy needs it for hairpin).
-  "${nsexec[@]}" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+  for i in $(node_seq); do
+    nsx "$i" sysctl -qw net.ipv4.ip_forward=1
+    # Make the node's netfilter see bridged traffic (kube-proxy needs it for hairpin).
+    nsx "$i" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+  done
 }
 
-containerd_up() {
-  mkdir -p "$rundir/containerd" "$state/containerd" "$state/cni/net.d"
-  cat >"$state/cni/net.d/10-kpc.conflist" <<EOF
+containerd_up() { # node-index
+  local i=$1 d r
+  d=$(ndir "$i")
+  r=$(nrun "$i")
+  mkdir -p "$r" "$d/containerd" "$d/cni/net.d"
+  cat >"$d/cni/net.d/10-kpc.conflist" <<EOF
 {"cniVersion": "0.4.0", "name": "kpc", "plugins": [
   {"type": "bridge", "bridge": "kpcbr0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$pod_gw"}]],
-            "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$state/cni/ipam"}},
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "${pod_cidrs[$i]}", "gateway": "${pod_gws[$i]}"}]],
+            "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$d/cni/ipam"}},
   {"type": "portmap", "capabilities": {"portMappings": true}}
 ]}
 EOF
-  cat >"$state/containerd.toml" <<EOF
+  cat >"$d/containerd.toml" <<EOF
 version = 2
-root = "$state/containerd"
-state = "$rundir/containerd/state"
+root = "$d/containerd"
+state = "$r/state"
 [grpc]
-  address = "$rundir/containerd/containerd.sock"
+  address = "$(sock "$i")"
 [ttrpc]
-  address = "$rundir/containerd/containerd.sock.ttrpc"
+  address = "$(sock "$i").ttrpc"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$img_pause"
   enable_selinux = false
@@ -253,15 +310,18 @@ state = "$rundir/containerd/state"
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "$state/cni/net.d"
+    conf_dir = "$d/cni/net.d"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       SystemdCgroup = false
       BinaryName = "$state/bin/runc-clamp"
+      # runc's state under this node's run directory, not the shared /run/containerd/runc.
+      Root = "$r/runc"
 EOF
-  start containerd containerd --config "$state/containerd.toml"
-  wait_for containerd 30 ctr_ version || env_fail "containerd did not start: $(tail -5 "$state/logs/containerd.log")"
+  start_in "$i" "containerd-${node_names[$i]}" containerd --config "$d/containerd.toml"
+  wait_for "containerd of ${node_names[$i]}" 30 ctr_ "$i" version ||
+    env_fail "containerd did not start: $(tail -5 "$state/logs/containerd-${node_names[$i]}.log")"
 }
 
 images() {
@@ -294,43 +354,80 @@ nogroup:x:65534:
 " -entrypoint /bin/httpd -cmd -f,-p,80,-h,/usr/share/nginx/html
   "$bin/kpctl" image -o "$d/regression.tar" -tag $img_regression \
     -file "$cache/regression-issue-74839:/regression-issue-74839" -entrypoint /regression-issue-74839
-  local t
-  for t in "$d"/*.tar; do
-    ctr_ images import --no-unpack=false "$t" >/dev/null
+  # distroless-iptables: the host-network pod in which "should set TCP CLOSE_WAIT timeout"
+  # reads the node's conntrack table (/proc/net/nf_conntrack, else the conntrack tool).
+  "$bin/kpctl" image -o "$d/distroless-iptables.tar" -tag $img_iptables -busybox /bin/busybox -dir /tmp \
+    -bin /usr/sbin/conntrack -cmd sh
+  local t i
+  for i in $(node_seq); do
+    for t in "$d"/*.tar; do
+      ctr_ "$i" images import --no-unpack=false "$t" >/dev/null
+    done
   done
 }
 
 pki_and_configs() {
-  "$state/bin/kpctl" pki -dir "$state/pki" -node $node_name -node-ip $node_ip -service-ip $svc_ip -server "https://$node_ip:6443"
-  cat >"$state/kubelet.yaml" <<EOF
+  local more=() i d base
+  for i in $(seq 1 $((nodes - 1))); do more+=(-more-node "${node_names[$i]}=${node_ips[$i]}"); done
+  "$state/bin/kpctl" pki -dir "$state/pki" -node $node_name -node-ip $node_ip -service-ip $svc_ip -server "https://$node_ip:6443" "${more[@]}"
+  printf 'nameserver %s\n' "$dns_ip" >"$state/resolv.conf"
+  for i in $(node_seq); do
+    d=$(ndir "$i")
+    mkdir -p "$d"
+    # Node 0 has pki's kubelet.{crt,key,conf}; the others kubelet-NAME.{crt,key,conf}.
+    base=kubelet
+    [ "$i" = 0 ] || base=kubelet-${node_names[$i]}
+    # podLogsDir: the default /var/log/pods is shared by every kubelet of the machine, and
+    # each would garbage-collect the other's pod logs as orphans.
+    cat >"$d/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
-containerRuntimeEndpoint: unix://$rundir/containerd/containerd.sock
+cgroupRoot: /${node_names[$i]}
+containerRuntimeEndpoint: unix://$(sock "$i")
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: $state/pki/ca.crt}
 authorization: {mode: Webhook}
-tlsCertFile: $state/pki/kubelet.crt
-tlsPrivateKeyFile: $state/pki/kubelet.key
+tlsCertFile: $state/pki/$base.crt
+tlsPrivateKeyFile: $state/pki/$base.key
 clusterDomain: cluster.local
 clusterDNS: [$dns_ip]
 resolvConf: $state/resolv.conf
+podLogsDir: $d/pod-logs
 failSwapOn: false
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
-podCIDR: $pod_cidr
+podCIDR: ${pod_cidrs[$i]}
 maxPods: 110
 EOF
-  printf 'nameserver %s\n' "$dns_ip" >"$state/resolv.conf"
+    echo "$state/pki/$base.conf" >"$d/kubeconfig-path"
+  done
+}
+
+kubelet_up() { # node-index
+  local i=$1 d c
+  d=$(ndir "$i")
+  # The kubelet checks that its cgroupRoot exists in every controller. A new cpuset cgroup
+  # starts with no CPUs and no memory nodes: give it its parent's, or nothing below can run.
+  while read -r c; do
+    mkdir -p "$c"
+    if [ -f "$c/cpuset.cpus" ] && [ -f "${c%/*}/cpuset.cpus" ]; then
+      cat "${c%/*}/cpuset.cpus" >"$c/cpuset.cpus"
+      cat "${c%/*}/cpuset.mems" >"$c/cpuset.mems"
+    fi
+  done < <(cgroup_dirs "$i")
+  mkdir -p "$d/kubelet" "$d/pod-logs"
+  start_in "$i" "kubelet-${node_names[$i]}" "$cache/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$(cat "$d/kubeconfig-path")" \
+    --hostname-override "${node_names[$i]}" --node-ip "${node_ips[$i]}" --root-dir "$d/kubelet" --v=1
 }
 
 control_plane() {
-  local p="$state/pki"
+  local p="$state/pki" i
   mkdir -p "$state/etcd"
   start etcd "$etcd_bin" --data-dir "$state/etcd" --listen-client-urls http://127.0.0.1:2379 \
     --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 --quota-backend-bytes 2147483648
@@ -354,9 +451,7 @@ control_plane() {
     --authentication-kubeconfig "$p/scheduler.conf" --authorization-kubeconfig "$p/scheduler.conf" \
     --leader-elect=false --bind-address 127.0.0.1 --v=1
   start dns "$state/bin/kpctl" dns -kubeconfig "$p/admin.conf" -listen $dns_ip:53 -domain cluster.local
-  mkdir -p "$state/kubelet"
-  start kubelet "$cache/kubelet" --config "$state/kubelet.yaml" --kubeconfig "$p/kubelet.conf" \
-    --hostname-override $node_name --node-ip $node_ip --root-dir "$state/kubelet" --v=1
+  for i in $(node_seq); do kubelet_up "$i"; done
   # kube-proxy's identity, as kubeadm sets it: a service account bound to system:node-proxier.
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -380,8 +475,10 @@ EOF
  "current-context": "conformance"}
 EOF
   chmod 600 "$state/kube-proxy.conf"
-  wait_for "node $node_name Ready" 180 kubectl wait --for=condition=Ready node/$node_name --timeout=1s ||
-    { tail -30 "$state/logs/kubelet.log"; return 1; }
+  for i in $(node_seq); do
+    wait_for "node ${node_names[$i]} Ready" 180 kubectl wait --for=condition=Ready "node/${node_names[$i]}" --timeout=1s ||
+      { tail -30 "$state/logs/kubelet-${node_names[$i]}.log"; return 1; }
+  done
 }
 
 up() {
@@ -389,35 +486,116 @@ up() {
   build
   down quiet
   mkdir -p "$rundir" "$state/logs"
+  # How many nodes this cluster has: down reads it, so it tears down what up made even when
+  # CONFORMANCE_NODES differs between the two calls.
+  echo "$nodes" >"$rundir/nodes"
   network
-  containerd_up
+  local i
+  for i in $(node_seq); do containerd_up "$i"; done
   images
   pki_and_configs
   control_plane
-  log "cluster up: node $node_name Ready"
+  log "cluster up: $nodes node(s) Ready: ${node_names[*]:0:$nodes}"
+}
+
+# node_cni_netns prints the network namespaces (/var/run/netns/cni-...) of one node's pod
+# sandboxes, read from each sandbox container's OCI spec, and removes those containers' CNI
+# result cache (/var/lib/cni/results). containerd names these namespaces cni-<random> and
+# removes one only when the kubelet stops its pod sandbox, which a teardown does not wait
+# for; deleting every cni-* would take other runtimes' namespaces too.
+node_cni_netns() { # node-index
+  local i=$1 c
+  for c in $(ctr_ "$i" containers list -q 2>/dev/null); do
+    ctr_ "$i" containers info "$c" 2>/dev/null | grep -oE '"/(var/)?run/netns/cni-[0-9a-f-]+"' | tr -d '"' || true
+    rm -f /var/lib/cni/results/kpc-"$c"-* /var/lib/cni/results/cni-loopback-"$c"-*
+  done
 }
 
 down() {
   [ "${1:-}" = quiet ] || log "tearing the cluster down"
-  for n in kube-proxy kubelet dns kube-scheduler kube-controller-manager; do stop $n; done
-  if [ -S "$rundir/containerd/containerd.sock" ]; then
-    local c
-    for c in $(ctr_ tasks list -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done
+  # Tear down as many nodes as up made (recorded), else as many as configured; local, so
+  # that up's own count survives the down it starts with.
+  local nodes=$nodes
+  if [ -f "$rundir/nodes" ]; then nodes=$(cat "$rundir/nodes"); fi
+  local i n c pid cni_netns=()
+  for i in $(node_seq); do stop "kube-proxy-${node_names[$i]}"; stop "kubelet-${node_names[$i]}"; done
+  for n in dns kube-scheduler kube-controller-manager; do stop $n; done
+  for i in $(node_seq); do
+    [ -S "$(sock "$i")" ] || continue
+    mapfile -t -O ${#cni_netns[@]} cni_netns < <(node_cni_netns "$i" | sort -u)
+    for c in $(ctr_ "$i" tasks list -q 2>/dev/null); do ctr_ "$i" tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done
     sleep 1
-    for c in $(ctr_ tasks list -q 2>/dev/null); do ctr_ tasks delete -f "$c" >/dev/null 2>&1 || true; done
-    for c in $(ctr_ containers list -q 2>/dev/null); do ctr_ containers delete "$c" >/dev/null 2>&1 || true; done
-  fi
-  stop containerd
+    for c in $(ctr_ "$i" tasks list -q 2>/dev/null); do ctr_ "$i" tasks delete -f "$c" >/dev/null 2>&1 || true; done
+    for c in $(ctr_ "$i" containers list -q 2>/dev/null); do ctr_ "$i" containers delete "$c" >/dev/null 2>&1 || true; done
+  done
+  for i in $(node_seq); do stop "containerd-${node_names[$i]}"; done
   stop kube-apiserver
   stop etcd
-  # Volumes the kubelet mounted, then the sandboxes' network namespaces (named cni-* by
-  # containerd and listed in its CNI state) and our own.
-  if [ -d "$state/kubelet" ]; then
-    findmnt -rn -o TARGET | grep -E "^$state/kubelet(/|$)" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  # A shim whose task could not be deleted outlives containerd: it is found by this cluster's
+  # socket path on its command line, and ended by PID.
+  for pid in $(cluster_pids); do kill -9 "$pid" 2>/dev/null || true; done
+  # Volumes the kubelets mounted, the sandboxes' /dev/shm (containerd's root) and the
+  # containers' root filesystems (containerd's state); then the sandboxes' network
+  # namespaces and the nodes'.
+  findmnt -rn -o TARGET | grep -E "^($state/nodes|$rundir)/" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  for n in "${cni_netns[@]}"; do
+    ip netns delete "${n##*/}" 2>/dev/null || { umount -l "$n" 2>/dev/null; rm -f "$n"; } || true
+  done
+  for i in 0 1; do ip netns delete "${node_netns[$i]}" 2>/dev/null || true; done
+  # The nodes' cgroups, deepest first (their processes are gone).
+  for i in 0 1; do
+    while read -r c; do
+      if [ -d "$c" ]; then find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+    done < <(cgroup_dirs "$i")
+  done
+  rm -rf "$state/etcd" "$state/nodes" "$rundir"
+  # containerd's shims and ctr keep sockets and FIFOs in /run/containerd whatever the
+  # configured state: remove those directories, only when empty and no system containerd runs.
+  if [ ! -S /run/containerd/containerd.sock ]; then
+    rmdir /run/containerd/s /run/containerd/fifo /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd 2>/dev/null || true
   fi
-  findmnt -rn -o TARGET | grep "^$rundir/" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-  ip netns delete $netns 2>/dev/null || true
-  rm -rf "$state/etcd" "$state/kubelet" "$state/cni/ipam" "$state/containerd" "$rundir"
+  local left
+  left=$(leftovers "${cni_netns[@]}")
+  if [ -n "$left" ]; then
+    log "down left behind:"
+    printf '   %s\n' "$left" >&2
+    return 1
+  fi
+}
+
+# cluster_pids prints the processes whose command line names a path under the given
+# directories (default: the run directory, where containerd's shims have their socket),
+# each command line read by its own grep so that no grep finds itself.
+cluster_pids() { # dirs...
+  local f pid d
+  [ $# -gt 0 ] || set -- "$rundir"
+  for f in /proc/[0-9]*/cmdline; do
+    pid=${f#/proc/}
+    pid=${pid%/cmdline}
+    if [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ]; then continue; fi
+    for d in "$@"; do
+      if grep -qaF "$d/" "$f" 2>/dev/null; then echo "$pid"; break; fi
+    done
+  done
+  return 0
+}
+
+# leftovers prints what a torn-down cluster would have left: its network namespaces (the
+# nodes' and the given sandbox ones), mounts under its directories, processes naming its
+# run directory, the nodes' cgroups, and the run directory itself.
+leftovers() { # sandbox-netns-paths...
+  local n i c
+  for n in "${node_netns[@]}" "${@##*/}"; do
+    [ -e "/run/netns/$n" ] && echo "network namespace $n"
+  done
+  findmnt -rn -o TARGET | { grep -E "^($state/nodes|$rundir)(/|$)" || true; } | sed 's/^/mount /'
+  # The daemons name $state (their configs), the shims $rundir.
+  cluster_pids "$rundir" "$state" | sed 's/^/process /'
+  for i in 0 1; do
+    while read -r c; do [ -d "$c" ] && echo "cgroup $c"; done < <(cgroup_dirs "$i")
+  done
+  [ -e "$rundir" ] && echo "directory $rundir"
+  return 0
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -431,27 +609,36 @@ proxy_bin() {
   esac
 }
 
+# Every node runs the kube-proxy under test, in the same mode, as a real cluster does: a
+# Service reached through node 1's address or from node 1's pods is node 1's kube-proxy's work.
 proxy_start() { # proxy mode
-  local bin args
+  local bin args i
   bin=$(proxy_bin "$1")
-  args=(--kubeconfig "$state/kube-proxy.conf" --hostname-override $node_name --proxy-mode "$2"
-    --cluster-cidr $pod_cidr --conntrack-max-per-core 0 --v 2)
-  if [ "$1" = broken ]; then
-    # The deliberately broken proxy of the "can the check fail" run: a cluster CIDR that
-    # matches no pod, so traffic the specs expect to be masqueraded or treated as local is not.
-    args=(--kubeconfig "$state/kube-proxy.conf" --hostname-override $node_name --proxy-mode "$2"
-      --cluster-cidr 203.0.113.0/24 --masquerade-all=false --nodeport-addresses 127.0.0.0/8 --conntrack-max-per-core 0 --v 2)
-  fi
-  start kube-proxy "$bin" "${args[@]}"
-  wait_for "kube-proxy healthz" 60 "${nsexec[@]}" curl -fsS http://127.0.0.1:10256/healthz ||
-    { tail -20 "$state/logs/kube-proxy.log"; return 1; }
+  for i in $(node_seq); do
+    args=(--kubeconfig "$state/kube-proxy.conf" --hostname-override "${node_names[$i]}" --proxy-mode "$2"
+      --cluster-cidr $cluster_cidr --conntrack-max-per-core 0 --v 2)
+    if [ "$1" = broken ]; then
+      # The deliberately broken proxy of the "can the check fail" run: a cluster CIDR that
+      # matches no pod, so traffic the specs expect to be masqueraded or treated as local is not.
+      args=(--kubeconfig "$state/kube-proxy.conf" --hostname-override "${node_names[$i]}" --proxy-mode "$2"
+        --cluster-cidr 203.0.113.0/24 --masquerade-all=false --nodeport-addresses 127.0.0.0/8 --conntrack-max-per-core 0 --v 2)
+    fi
+    start_in "$i" "kube-proxy-${node_names[$i]}" "$bin" "${args[@]}"
+  done
+  for i in $(node_seq); do
+    wait_for "kube-proxy healthz on ${node_names[$i]}" 60 nsx "$i" curl -fsS http://127.0.0.1:10256/healthz ||
+      { tail -20 "$state/logs/kube-proxy-${node_names[$i]}.log"; return 1; }
+  done
 }
 
 proxy_stop() { # proxy mode
-  stop kube-proxy
-  # Both binaries remove what they programmed; run both cleanups so the next run starts clean.
-  "${nsexec[@]}" "$(proxy_bin "$1")" --cleanup >/dev/null 2>&1 || true
-  "${nsexec[@]}" "$cache/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  local i
+  for i in $(node_seq); do
+    stop "kube-proxy-${node_names[$i]}"
+    # Both binaries remove what they programmed; run both cleanups so the next run starts clean.
+    nsx "$i" "$(proxy_bin "$1")" --cleanup >/dev/null 2>&1 || true
+    nsx "$i" "$cache/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  done
 }
 
 suite() { # name
@@ -465,11 +652,13 @@ suite() { # name
   local start=$SECONDS rc=0
   # ginkgo's CLI runs the precompiled suite in parallel processes, [Serial] specs last, as
   # upstream's CI does; most of a spec's time is spent waiting for pods.
+  # --num-nodes: without it only ginkgo's first process counts the nodes; a spec that calls
+  # SkipUnlessNodeCountIsAtLeast(2) on any other process skips itself ("not -1").
   "${nsexec[@]}" "$cache/ginkgo" --procs "${CONFORMANCE_PROCS:-4}" --timeout 4h --no-color \
     --focus "$focus" --skip "$skip" --output-dir "$out" --json-report report.json \
     "$cache/e2e.test" -- --provider=local --kubeconfig "$state/pki/admin.conf" \
     --kubectl-path "$cache/kubectl" --report-dir "$out" \
-    --dump-logs-on-failure=false --allowed-not-ready-nodes 0 \
+    --dump-logs-on-failure=false --allowed-not-ready-nodes 0 --num-nodes "$nodes" \
     >"$out/e2e.log" 2>&1 || rc=$?
   echo $((SECONDS - start)) >"$out/seconds"
   grep -E '^(Ran|FAIL|SUCCESS|PASS)' "$out/e2e.log" | tail -3 >&2 || true
@@ -482,7 +671,10 @@ run_one() { # proxy mode name
   printf '%s\n' "$1" "$2" "$(proxy_bin "$1")" >"$rundir/current"
   proxy_start "$1" "$2" || return 1
   suite "$name" || rc=$?
-  cp "$state/logs/kube-proxy.log" "$state/results/$name/kube-proxy.log" 2>/dev/null || true
+  local i
+  for i in $(node_seq); do
+    cp "$state/logs/kube-proxy-${node_names[$i]}.log" "$state/results/$name/" 2>/dev/null || true
+  done
   proxy_stop "$1" "$2"
   return $rc
 }

@@ -25,6 +25,22 @@ type Cluster struct {
 	ServiceIP  net.IP   // first address of the service range: the "kubernetes" Service
 	ServerURL  string   // API server URL written into every kubeconfig
 	ExtraNames []string // more DNS names for the API server
+	// MoreNodes are the cluster's other nodes. Each gets its own kubelet serving certificate
+	// and client kubeconfig (NodeFiles names them): the Node authorizer lets a kubelet act
+	// only on its own Node object, so nodes cannot share one identity.
+	MoreNodes []Node
+}
+
+// Node is one more kubelet of the cluster.
+type Node struct {
+	Name string
+	IP   net.IP
+}
+
+// NodeFiles returns the base names Generate writes for an additional node: its serving
+// certificate and key (<base>.crt, <base>.key) and its kubeconfig.
+func NodeFiles(name string) (base, kubeconfig string) {
+	return "kubelet-" + name, "kubelet-" + name + ".conf"
 }
 
 // Client is one kubeconfig to write: its file, user and groups.
@@ -92,20 +108,20 @@ func Generate(c Cluster) error {
 		return err
 	}
 
-	kubelet, err := newCert(ca, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "system:node:" + c.NodeName, Organization: []string{"system:nodes"}},
-		NotBefore:   now,
-		NotAfter:    now.AddDate(1, 0, 0),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    []string{c.NodeName, "localhost"},
-		IPAddresses: []net.IP{c.NodeIP, net.ParseIP("127.0.0.1")},
-	})
-	if err != nil {
-		return fmt.Errorf("kubelet serving certificate: %w", err)
-	}
-	if err := writePair(c.Dir, "kubelet", kubelet); err != nil {
+	if err := nodeServing(c.Dir, "kubelet", ca, c.NodeName, c.NodeIP); err != nil {
 		return err
+	}
+	for _, n := range c.MoreNodes {
+		if n.Name == "" || n.IP == nil || n.Name == c.NodeName {
+			return fmt.Errorf("additional node %q (IP %v): needs a name other than %q and an IP", n.Name, n.IP, c.NodeName)
+		}
+		base, conf := NodeFiles(n.Name)
+		if err := nodeServing(c.Dir, base, ca, n.Name, n.IP); err != nil {
+			return err
+		}
+		if err := writeClient(c.Dir, c.ServerURL, ca, Client{File: conf, CN: "system:node:" + n.Name, Groups: []string{"system:nodes"}}, now); err != nil {
+			return err
+		}
 	}
 
 	// The service-account signer: its public half verifies tokens (kube-proxy's among them).
@@ -125,19 +141,46 @@ func Generate(c Cluster) error {
 	}
 
 	for _, cl := range Clients(c.NodeName) {
-		kp, err := newCert(ca, &x509.Certificate{
-			Subject:     pkix.Name{CommonName: cl.CN, Organization: cl.Groups},
-			NotBefore:   now,
-			NotAfter:    now.AddDate(1, 0, 0),
-			KeyUsage:    x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		})
-		if err != nil {
-			return fmt.Errorf("client certificate %s: %w", cl.CN, err)
+		if err := writeClient(c.Dir, c.ServerURL, ca, cl, now); err != nil {
+			return err
 		}
-		if err := os.WriteFile(filepath.Join(c.Dir, cl.File), Kubeconfig(c.ServerURL, ca.cert.Raw, kp.cert.Raw, mustKeyDER(kp.key), cl.CN), 0o600); err != nil {
-			return fmt.Errorf("writing kubeconfig %s: %w", cl.File, err)
-		}
+	}
+	return nil
+}
+
+// nodeServing writes a kubelet's serving certificate (<base>.crt, <base>.key) for its name
+// and address: the API server dials the kubelet by InternalIP for logs and exec.
+func nodeServing(dir, base string, ca *keyPair, name string, ip net.IP) error {
+	now := time.Now().Add(-time.Hour)
+	kp, err := newCert(ca, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		NotBefore:   now,
+		NotAfter:    now.AddDate(1, 0, 0),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{name, "localhost"},
+		IPAddresses: []net.IP{ip, net.ParseIP("127.0.0.1")},
+	})
+	if err != nil {
+		return fmt.Errorf("kubelet serving certificate of node %s: %w", name, err)
+	}
+	return writePair(dir, base, kp)
+}
+
+// writeClient writes one client certificate as a kubeconfig.
+func writeClient(dir, server string, ca *keyPair, cl Client, now time.Time) error {
+	kp, err := newCert(ca, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cl.CN, Organization: cl.Groups},
+		NotBefore:   now,
+		NotAfter:    now.AddDate(1, 0, 0),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return fmt.Errorf("client certificate %s: %w", cl.CN, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, cl.File), Kubeconfig(server, ca.cert.Raw, kp.cert.Raw, mustKeyDER(kp.key), cl.CN), 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", cl.File, err)
 	}
 	return nil
 }

@@ -30,7 +30,8 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 
 func TestGenerate(t *testing.T) {
 	dir := t.TempDir()
-	c := Cluster{Dir: dir, NodeName: "node-1", NodeIP: net.ParseIP("198.18.0.1"), ServiceIP: net.ParseIP("198.19.0.1"), ServerURL: "https://127.0.0.1:6443"}
+	c := Cluster{Dir: dir, NodeName: "node-1", NodeIP: net.ParseIP("198.18.0.1"), ServiceIP: net.ParseIP("198.19.0.1"), ServerURL: "https://127.0.0.1:6443",
+		MoreNodes: []Node{{Name: "node-2", IP: net.ParseIP("198.18.0.2")}}}
 	if err := Generate(c); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +48,8 @@ func TestGenerate(t *testing.T) {
 		{"apiserver.crt", "kubernetes.default.svc"},
 		{"kubelet.crt", "198.18.0.1"},
 		{"kubelet.crt", "node-1"},
+		{"kubelet-node-2.crt", "198.18.0.2"},
+		{"kubelet-node-2.crt", "node-2"},
 	} {
 		cert := readCert(t, filepath.Join(dir, tc.file))
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: tc.host}); err != nil {
@@ -54,8 +57,16 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 
+	// A node's serving certificate must not be valid for another node's address: each
+	// kubelet is its own identity.
+	if _, err := readCert(t, filepath.Join(dir, "kubelet.crt")).Verify(x509.VerifyOptions{Roots: roots, DNSName: "198.18.0.2"}); err == nil {
+		t.Errorf("kubelet.crt (node-1) verifies for node-2's address")
+	}
+
 	// Each kubeconfig's client certificate chains to the CA with the identity RBAC expects.
-	for _, cl := range Clients("node-1") {
+	_, conf2 := NodeFiles("node-2")
+	clients := append(Clients("node-1"), Client{File: conf2, CN: "system:node:node-2", Groups: []string{"system:nodes"}})
+	for _, cl := range clients {
 		data, err := os.ReadFile(filepath.Join(dir, cl.File))
 		if err != nil {
 			t.Fatal(err)
@@ -85,5 +96,24 @@ func TestGenerate(t *testing.T) {
 	}
 	if got := Clients("node-1")[3].CN; got != "system:node:node-1" {
 		t.Errorf("kubelet identity %q: the Node authorizer needs system:node:<name>", got)
+	}
+}
+
+func TestGenerateRejectsBadNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		node Node
+	}{
+		{"no name", Node{IP: net.ParseIP("198.18.0.2")}},
+		{"no IP", Node{Name: "node-2"}},
+		{"the first node's name", Node{Name: "node-1", IP: net.ParseIP("198.18.0.2")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Cluster{Dir: t.TempDir(), NodeName: "node-1", NodeIP: net.ParseIP("198.18.0.1"), ServiceIP: net.ParseIP("198.19.0.1"),
+				ServerURL: "https://127.0.0.1:6443", MoreNodes: []Node{tc.node}}
+			if err := Generate(c); err == nil {
+				t.Errorf("Generate accepted additional node %+v", tc.node)
+			}
+		})
 	}
 }

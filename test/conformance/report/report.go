@@ -226,6 +226,12 @@ func verdict(runs []Run, spec string) string {
 			out = append(out, "DEFECT ("+mode+")")
 		case u.State != "passed" && u.State != "skipped" && u.State != "" && o.State == u.State:
 			out = append(out, "both fail ("+mode+")")
+		case u.State == "skipped" && o.State == "passed":
+			// Not "same": nothing was compared. A spec that skips itself in one run and not
+			// in another says the runs differ (a node count, a ginkgo process), not the proxies.
+			out = append(out, "skipped with upstream only ("+mode+")")
+		case o.State == "skipped" && u.State == "passed":
+			out = append(out, "skipped with ours only ("+mode+")")
 		}
 	}
 	if len(out) == 0 {

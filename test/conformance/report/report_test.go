@@ -64,6 +64,20 @@ func TestWrite(t *testing.T) {
 			notWant:  []string{"LoadBalancer works | skip"},
 		},
 		{
+			name:     "passed with upstream, skipped itself with ours: not compared, not same",
+			upstream: report(sp("node-Service", "passed")),
+			ours:     report(sp("node-Service", "skipped", "Requires at least 2 nodes (not -1)")),
+			want:     []string{"| pass (2s) | skip | skipped with ours only (iptables) |"},
+			notWant:  []string{"| same |", "DEFECT"},
+		},
+		{
+			name:     "skipped itself with upstream, passed with ours",
+			upstream: report(sp("node-Service", "skipped", "Requires at least 2 nodes (not -1)")),
+			ours:     report(sp("node-Service", "passed")),
+			want:     []string{"| skip | pass (2s) | skipped with upstream only (iptables) |"},
+			notWant:  []string{"| same |"},
+		},
+		{
 			name:     "skipped by the spec itself: a row with the spec's reason",
 			upstream: report(sp("needs 2 nodes", "skipped", "Requires at least 2 nodes (not 1)")),
 			ours:     report(sp("needs 2 nodes", "skipped", "Requires at least 2 nodes (not 1)")),

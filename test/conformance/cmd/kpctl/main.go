@@ -63,8 +63,17 @@ func runPKI(args []string) error {
 	nodeIP := fs.String("node-ip", "", "node IP")
 	svcIP := fs.String("service-ip", "", "first service IP")
 	server := fs.String("server", "", "API server URL")
+	var more list
+	fs.Var(&more, "more-node", "NAME=IP of another node: kubelet-NAME.{crt,key,conf} (repeatable)")
 	_ = fs.Parse(args)
 	c := pki.Cluster{Dir: *dir, NodeName: *node, NodeIP: net.ParseIP(*nodeIP), ServiceIP: net.ParseIP(*svcIP), ServerURL: *server}
+	for _, m := range more {
+		name, ip, ok := strings.Cut(m, "=")
+		if !ok || net.ParseIP(ip) == nil {
+			return fmt.Errorf("pki: -more-node %q: want NAME=IP", m)
+		}
+		c.MoreNodes = append(c.MoreNodes, pki.Node{Name: name, IP: net.ParseIP(ip)})
+	}
 	if c.Dir == "" || c.NodeName == "" || c.NodeIP == nil || c.ServiceIP == nil || c.ServerURL == "" {
 		return fmt.Errorf("pki: -dir, -node, -node-ip, -service-ip and -server are required (node-ip %q, service-ip %q)", *nodeIP, *svcIP)
 	}
