@@ -1,0 +1,542 @@
+//go:build linux
+
+package ebpf
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"k8s.io/kube-proxy/pkg/proxy/backend"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
+)
+
+// The real-kernel test: the programs are attached to a cgroup the test creates under
+// the cgroup v2 root (never the root itself), and a child process is started directly
+// into that cgroup and into a private network namespace. The child runs echo servers on
+// the endpoint addresses (on its loopback) and, on command, is the client. No route
+// leads to the service addresses in that namespace and no nftables rule translates
+// them: a connection to a ClusterIP succeeds only through the socket hooks.
+
+const childEnv = "KUBE_PROXY_SOCKETLB_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childAgent())
+	}
+	os.Exit(m.Run())
+}
+
+var (
+	v4Backends = []string{"198.18.0.1", "198.18.0.2"}
+	v6Backends = []string{"fd00::1", "fd00::2"}
+)
+
+const backendPort = 8080
+
+// request and result are the parent's commands to the child, one JSON line each.
+type request struct {
+	Op   string // tcp, udp (unconnected), udpconn, conntrack
+	Addr string
+}
+
+type result struct {
+	Err        string
+	Refused    bool
+	Peer       string // getpeername (tcp, udpconn) or recvfrom's source (udp)
+	Client     string // the client socket's own address
+	ServerSaw  string // the client address the server saw
+	ServerAddr string // the server's own address (the endpoint reached)
+	Count      int    // conntrack: entries with that original destination
+}
+
+func childAgent() int {
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", v4Backends[0] + "/32", "dev", "lo"},
+		{"addr", "add", v4Backends[1] + "/32", "dev", "lo"},
+		{"-6", "addr", "add", v6Backends[0] + "/128", "dev", "lo", "nodad"},
+		{"-6", "addr", "add", v6Backends[1] + "/128", "dev", "lo", "nodad"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "ip %v: %v: %s\n", args, err, out)
+			return 1
+		}
+	}
+	// Conntrack only runs in a namespace where some rule uses it; with this one it
+	// tracks every connection, so the parent can look for a DNAT entry.
+	if _, err := exec.LookPath("nft"); err == nil {
+		rules := "add table inet socketlbtest; add chain inet socketlbtest out { type filter hook output priority 0; }; add rule inet socketlbtest out ct state new counter"
+		if out, err := exec.Command("nft", rules).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "nft: %v: %s\n", err, out)
+			return 1
+		}
+	}
+	for _, a := range append(append([]string{}, v4Backends...), v6Backends...) {
+		ap := netip.AddrPortFrom(netip.MustParseAddr(a), backendPort).String()
+		ln, err := net.Listen("tcp", ap)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(c, "%s|%s\n", c.LocalAddr(), c.RemoteAddr())
+				c.Close()
+			}
+		}()
+		pc, err := net.ListenPacket("udp", ap)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		go func() {
+			buf := make([]byte, 512)
+			for {
+				_, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				_, _ = pc.WriteTo([]byte(fmt.Sprintf("%s|%s", pc.LocalAddr(), from)), from)
+			}
+		}()
+	}
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	enc := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var req request
+		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		_ = enc.Encode(do(req))
+	}
+	return 0
+}
+
+func peerOf(c syscall.Conn) string {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err.Error()
+	}
+	var sa unix.Sockaddr
+	var serr error
+	_ = rc.Control(func(fd uintptr) { sa, serr = unix.Getpeername(int(fd)) })
+	if serr != nil {
+		return serr.Error()
+	}
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String()
+	}
+	return "?"
+}
+
+func do(req request) (res result) {
+	fail := func(err error) result {
+		return result{Err: err.Error(), Refused: errors.Is(err, syscall.ECONNREFUSED)}
+	}
+	var reply string
+	switch req.Op {
+	case "conntrack":
+		out, _ := exec.Command("conntrack", "-L", "--orig-dst", req.Addr).Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.TrimSpace(l) != "" {
+				res.Count++
+			}
+		}
+		return res
+	case "tcp":
+		c, err := net.DialTimeout("tcp", req.Addr, 2*time.Second)
+		if err != nil {
+			return fail(err)
+		}
+		defer c.Close()
+		res.Peer, res.Client = peerOf(c.(*net.TCPConn)), c.LocalAddr().String()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		reply, err = bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return fail(err)
+		}
+	case "udpconn":
+		c, err := net.Dial("udp", req.Addr)
+		if err != nil {
+			return fail(err)
+		}
+		defer c.Close()
+		res.Peer, res.Client = peerOf(c.(*net.UDPConn)), c.LocalAddr().String()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			return fail(err)
+		}
+		buf := make([]byte, 512)
+		n, err := c.Read(buf)
+		if err != nil {
+			return fail(err)
+		}
+		reply = string(buf[:n])
+	case "udp":
+		dst := net.UDPAddrFromAddrPort(netip.MustParseAddrPort(req.Addr))
+		network := "udp4"
+		if dst.IP.To4() == nil {
+			network = "udp6"
+		}
+		c, err := net.ListenUDP(network, nil)
+		if err != nil {
+			return fail(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.WriteToUDP([]byte("x"), dst); err != nil {
+			return fail(err)
+		}
+		buf := make([]byte, 512)
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return fail(err)
+		}
+		res.Peer = netip.AddrPortFrom(from.Addr().Unmap(), from.Port()).String()
+		reply = string(buf[:n])
+	default:
+		return result{Err: "unknown op " + req.Op}
+	}
+	server, client, _ := strings.Cut(strings.TrimSpace(reply), "|")
+	res.ServerAddr, res.ServerSaw = server, client
+	return res
+}
+
+// env is the parent's side: the datapath, the backend and the child.
+type env struct {
+	t      *testing.T
+	cg     string
+	pin    string
+	dp     *Datapath
+	differ *backend.Differ
+	in     *json.Encoder
+	out    *bufio.Scanner
+}
+
+func newEnv(t *testing.T) *env {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a cgroup, a bpf filesystem and a network namespace, and loads BPF programs")
+	}
+	for _, bin := range []string{"ip"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s", bin)
+		}
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(DefaultCgroupPath, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		t.Skipf("needs a cgroup v2 hierarchy at %s", DefaultCgroupPath)
+	}
+	cg := filepath.Join(DefaultCgroupPath, fmt.Sprintf("kube-proxy-socketlb-test-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The child has exited by now (its cleanup ran first); retry while the
+		// kernel finishes tearing it down.
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(cg); err == nil || errors.Is(err, os.ErrNotExist) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("could not remove test cgroup %s", cg)
+	})
+	bpffs := t.TempDir()
+	if err := unix.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
+		t.Skipf("cannot mount a bpf filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(bpffs, unix.MNT_DETACH) })
+	e := &env{t: t, cg: cg, pin: filepath.Join(bpffs, "socketlb")}
+	dp, err := Open(Config{CgroupPath: cg, PinPath: e.pin})
+	if err != nil {
+		t.Skipf("kernel cannot run the socket load balancer: %v", err)
+	}
+	e.dp = dp
+	t.Cleanup(func() {
+		if e.dp != nil {
+			_ = e.dp.Close()
+		}
+		if err := Cleanup(e.pin); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	e.differ = backend.NewDiffer(NewBackend(dp.Maps(), nil, dp.Adopted))
+
+	cgfd, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(cgfd)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, UseCgroupFD: true, CgroupFD: cgfd}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	e.in, e.out = json.NewEncoder(stdin), bufio.NewScanner(stdout)
+	if !e.out.Scan() || e.out.Text() != "ready" {
+		t.Fatalf("child did not start: %q", e.out.Text())
+	}
+	return e
+}
+
+func (e *env) do(op, addr string) result {
+	e.t.Helper()
+	if err := e.in.Encode(request{Op: op, Addr: addr}); err != nil {
+		e.t.Fatal(err)
+	}
+	if !e.out.Scan() {
+		e.t.Fatalf("child gone: %v", e.out.Err())
+	}
+	var res result
+	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+func (e *env) sync(f localnode.Family, svcs ...localnode.Service) {
+	e.t.Helper()
+	st := &localnode.State{Family: f, Services: svcs}
+	st.Normalize()
+	if err := st.Validate(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.differ.Sync(context.Background(), st); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func svc(name string, proto localnode.Protocol, vip string, port uint16, eps ...string) localnode.Service {
+	s := localnode.Service{ServicePort: localnode.ServicePort{
+		Name:      localnode.PortName{Namespace: "ns", Name: name, Port: "p", Protocol: proto},
+		ClusterIP: netip.MustParseAddr(vip), Port: port,
+	}, HasAnyEndpoints: len(eps) > 0}
+	for _, ep := range eps {
+		s.Endpoints = append(s.Endpoints, localnode.Endpoint{IP: netip.MustParseAddr(ep), Port: backendPort,
+			Ready: true, Serving: true, ForCluster: true, ForLocal: true})
+	}
+	return s
+}
+
+// reach connects n times and returns the endpoints reached, checking on every
+// connection that the application saw only the service address and that the server
+// saw the client's own address.
+func (e *env) reach(op, addr string, n int) map[string]int {
+	e.t.Helper()
+	seen := map[string]int{}
+	for i := 0; i < n; i++ {
+		r := e.do(op, addr)
+		if r.Err != "" {
+			e.t.Fatalf("%s %s: %s", op, addr, r.Err)
+		}
+		if r.Peer != addr {
+			e.t.Fatalf("%s %s: the application saw peer %s, want the service address", op, addr, r.Peer)
+		}
+		if r.Client != "" && r.ServerSaw != r.Client {
+			e.t.Fatalf("%s %s: server saw client %s, client is %s (translated on the way?)", op, addr, r.ServerSaw, r.Client)
+		}
+		seen[netip.MustParseAddrPort(r.ServerAddr).Addr().String()]++
+	}
+	return seen
+}
+
+func keys(m map[string]int) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return strings.Join(sortStrings(out), ",")
+}
+
+func sortStrings(s []string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+func TestKernelSocketLB(t *testing.T) {
+	e := newEnv(t)
+	const n = 24 // both of two endpoints are missed with probability 2^-23
+
+	tcp4 := svc("web", localnode.TCP, "10.96.0.10", 80, v4Backends...)
+	udp4 := svc("dns", localnode.UDP, "10.96.0.10", 53, v4Backends...)
+	e.sync(localnode.IPv4, tcp4, udp4)
+	both := strings.Join(v4Backends, ",")
+
+	t.Run("ClusterIP TCP reaches both endpoints", func(t *testing.T) {
+		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+			t.Errorf("endpoints reached: %s, want %s", got, both)
+		}
+	})
+	t.Run("ClusterIP UDP unconnected and connected", func(t *testing.T) {
+		if got := keys(e.reach("udp", "10.96.0.10:53", n)); got != both {
+			t.Errorf("unconnected: endpoints reached: %s, want %s", got, both)
+		}
+		if got := keys(e.reach("udpconn", "10.96.0.10:53", n)); got != both {
+			t.Errorf("connected: endpoints reached: %s, want %s", got, both)
+		}
+	})
+	t.Run("no DNAT conntrack entry", func(t *testing.T) {
+		if _, err := exec.LookPath("conntrack"); err != nil {
+			t.Skip("needs the conntrack tool")
+		}
+		if _, err := exec.LookPath("nft"); err != nil {
+			t.Skip("needs nft to enable conntrack in the namespace")
+		}
+		e.reach("tcp", "10.96.0.10:80", 2)
+		if got := e.do("conntrack", "10.96.0.10").Count; got != 0 {
+			t.Errorf("%d conntrack entries with the ClusterIP as original destination, want 0", got)
+		}
+		total := 0
+		for _, b := range v4Backends {
+			total += e.do("conntrack", b).Count
+		}
+		if total == 0 {
+			t.Errorf("no conntrack entry to an endpoint: the check cannot see connections")
+		}
+	})
+	t.Run("endpoint removal and re-add", func(t *testing.T) {
+		e.sync(localnode.IPv4, svc("web", localnode.TCP, "10.96.0.10", 80, v4Backends[1]), udp4)
+		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != v4Backends[1] {
+			t.Errorf("after removal: endpoints reached: %s, want %s", got, v4Backends[1])
+		}
+		e.sync(localnode.IPv4, tcp4, udp4)
+		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+			t.Errorf("after re-add: endpoints reached: %s, want %s", got, both)
+		}
+	})
+	t.Run("no endpoints rejects with ECONNREFUSED", func(t *testing.T) {
+		e.sync(localnode.IPv4, svc("web", localnode.TCP, "10.96.0.10", 80), svc("dns", localnode.UDP, "10.96.0.10", 53))
+		for _, op := range []string{"tcp", "udp"} {
+			addr := map[string]string{"tcp": "10.96.0.10:80", "udp": "10.96.0.10:53"}[op]
+			if r := e.do(op, addr); !r.Refused {
+				t.Errorf("%s %s with no endpoints: %+v, want ECONNREFUSED", op, addr, r)
+			}
+		}
+		e.sync(localnode.IPv4, tcp4, udp4)
+	})
+	t.Run("ClientIP affinity", func(t *testing.T) {
+		a := svc("sticky", localnode.TCP, "10.96.0.11", 80, v4Backends...)
+		a.SessionAffinity, a.AffinityTimeout = localnode.AffinityClientIP, time.Hour
+		e.sync(localnode.IPv4, tcp4, udp4, a)
+		if got := e.reach("tcp", "10.96.0.11:80", n); len(got) != 1 {
+			t.Errorf("with affinity, endpoints reached: %v, want one", got)
+		}
+	})
+	t.Run("IPv6 ClusterIP TCP and UDP", func(t *testing.T) {
+		e.sync(localnode.IPv6, svc("web", localnode.TCP, "fd00:96::10", 80, v6Backends...),
+			svc("dns", localnode.UDP, "fd00:96::10", 53, v6Backends...))
+		both6 := strings.Join(v6Backends, ",")
+		for _, c := range []struct{ op, addr string }{{"tcp", "[fd00:96::10]:80"}, {"udp", "[fd00:96::10]:53"}, {"udpconn", "[fd00:96::10]:53"}} {
+			if got := keys(e.reach(c.op, c.addr, n)); got != both6 {
+				t.Errorf("%s %s: endpoints reached: %s, want %s", c.op, c.addr, got, both6)
+			}
+		}
+	})
+	t.Run("restart re-adopts, cleanup removes", func(t *testing.T) {
+		// A restart: this process's handles go, the programs stay attached and keep
+		// translating with the maps' contents.
+		if err := e.dp.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e.dp = nil
+		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+			t.Errorf("between runs: endpoints reached: %s, want %s", got, both)
+		}
+		dp, err := Open(Config{CgroupPath: e.cg, PinPath: e.pin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.dp = dp
+		if dp.Adopted == nil || len(dp.Adopted.Frontends) == 0 {
+			t.Fatalf("reopen adopted nothing: %+v", dp.Adopted)
+		}
+		if got := attachedPrograms(t, e.cg, ebpf.AttachCGroupInet4Connect); got != 1 {
+			t.Errorf("after reopen %d connect4 programs attached, want 1 (replaced in place)", got)
+		}
+		// The new run's first sync takes over what it still wants and drops the rest.
+		e.differ = backend.NewDiffer(NewBackend(dp.Maps(), nil, dp.Adopted))
+		e.sync(localnode.IPv4, tcp4)
+		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+			t.Errorf("after restart: endpoints reached: %s, want %s", got, both)
+		}
+		if r := e.do("udp", "10.96.0.10:53"); r.Err == "" {
+			t.Errorf("a service the new run does not have still translates: %+v", r)
+		}
+		if err := e.dp.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e.dp = nil
+		if err := Cleanup(e.pin); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(e.pin); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pin path after cleanup: %v", err)
+		}
+		if got := attachedPrograms(t, e.cg, ebpf.AttachCGroupInet4Connect); got != 0 {
+			t.Errorf("after cleanup %d connect4 programs attached, want 0", got)
+		}
+		if r := e.do("tcp", "10.96.0.10:80"); r.Err == "" {
+			t.Errorf("after cleanup the ClusterIP still translates: %+v", r)
+		}
+	})
+}
+
+func attachedPrograms(t *testing.T, cg string, typ ebpf.AttachType) int {
+	t.Helper()
+	f, err := os.Open(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: typ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(res.Programs)
+}
