@@ -229,7 +229,6 @@ func do(req request) (res result) {
 
 // env is the parent's side: the datapath, the backend and the child.
 type env struct {
-	t      *testing.T
 	cg     string
 	pin    string
 	dp     *Datapath
@@ -271,7 +270,7 @@ func newEnv(t *testing.T) *env {
 		t.Skipf("cannot mount a bpf filesystem: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(bpffs, unix.MNT_DETACH) })
-	e := &env{t: t, cg: cg, pin: filepath.Join(bpffs, "socketlb")}
+	e := &env{cg: cg, pin: filepath.Join(bpffs, "socketlb")}
 	dp, err := Open(Config{CgroupPath: cg, PinPath: e.pin})
 	if err != nil {
 		t.Skipf("kernel cannot run the socket load balancer: %v", err)
@@ -319,30 +318,30 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) do(op, addr string) result {
-	e.t.Helper()
+func (e *env) do(t *testing.T, op, addr string) result {
+	t.Helper()
 	if err := e.in.Encode(request{Op: op, Addr: addr}); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if !e.out.Scan() {
-		e.t.Fatalf("child gone: %v", e.out.Err())
+		t.Fatalf("child gone: %v", e.out.Err())
 	}
 	var res result
 	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return res
 }
 
-func (e *env) sync(f localnode.Family, svcs ...localnode.Service) {
-	e.t.Helper()
+func (e *env) sync(t *testing.T, f localnode.Family, svcs ...localnode.Service) {
+	t.Helper()
 	st := &localnode.State{Family: f, Services: svcs}
 	st.Normalize()
 	if err := st.Validate(); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := e.differ.Sync(context.Background(), st); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 }
 
@@ -361,19 +360,19 @@ func svc(name string, proto localnode.Protocol, vip string, port uint16, eps ...
 // reach connects n times and returns the endpoints reached, checking on every
 // connection that the application saw only the service address and that the server
 // saw the client's own address.
-func (e *env) reach(op, addr string, n int) map[string]int {
-	e.t.Helper()
+func (e *env) reach(t *testing.T, op, addr string, n int) map[string]int {
+	t.Helper()
 	seen := map[string]int{}
 	for i := 0; i < n; i++ {
-		r := e.do(op, addr)
+		r := e.do(t, op, addr)
 		if r.Err != "" {
-			e.t.Fatalf("%s %s: %s", op, addr, r.Err)
+			t.Fatalf("%s %s: %s", op, addr, r.Err)
 		}
 		if r.Peer != addr {
-			e.t.Fatalf("%s %s: the application saw peer %s, want the service address", op, addr, r.Peer)
+			t.Fatalf("%s %s: the application saw peer %s, want the service address", op, addr, r.Peer)
 		}
 		if r.Client != "" && r.ServerSaw != r.Client {
-			e.t.Fatalf("%s %s: server saw client %s, client is %s (translated on the way?)", op, addr, r.ServerSaw, r.Client)
+			t.Fatalf("%s %s: server saw client %s, client is %s (translated on the way?)", op, addr, r.ServerSaw, r.Client)
 		}
 		seen[netip.MustParseAddrPort(r.ServerAddr).Addr().String()]++
 	}
@@ -405,19 +404,19 @@ func TestKernelSocketLB(t *testing.T) {
 
 	tcp4 := svc("web", localnode.TCP, "10.96.0.10", 80, v4Backends...)
 	udp4 := svc("dns", localnode.UDP, "10.96.0.10", 53, v4Backends...)
-	e.sync(localnode.IPv4, tcp4, udp4)
+	e.sync(t, localnode.IPv4, tcp4, udp4)
 	both := strings.Join(v4Backends, ",")
 
 	t.Run("ClusterIP TCP reaches both endpoints", func(t *testing.T) {
-		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+		if got := keys(e.reach(t, "tcp", "10.96.0.10:80", n)); got != both {
 			t.Errorf("endpoints reached: %s, want %s", got, both)
 		}
 	})
 	t.Run("ClusterIP UDP unconnected and connected", func(t *testing.T) {
-		if got := keys(e.reach("udp", "10.96.0.10:53", n)); got != both {
+		if got := keys(e.reach(t, "udp", "10.96.0.10:53", n)); got != both {
 			t.Errorf("unconnected: endpoints reached: %s, want %s", got, both)
 		}
-		if got := keys(e.reach("udpconn", "10.96.0.10:53", n)); got != both {
+		if got := keys(e.reach(t, "udpconn", "10.96.0.10:53", n)); got != both {
 			t.Errorf("connected: endpoints reached: %s, want %s", got, both)
 		}
 	})
@@ -428,52 +427,52 @@ func TestKernelSocketLB(t *testing.T) {
 		if _, err := exec.LookPath("nft"); err != nil {
 			t.Skip("needs nft to enable conntrack in the namespace")
 		}
-		e.reach("tcp", "10.96.0.10:80", 2)
-		if got := e.do("conntrack", "10.96.0.10").Count; got != 0 {
+		e.reach(t, "tcp", "10.96.0.10:80", 2)
+		if got := e.do(t, "conntrack", "10.96.0.10").Count; got != 0 {
 			t.Errorf("%d conntrack entries with the ClusterIP as original destination, want 0", got)
 		}
 		total := 0
 		for _, b := range v4Backends {
-			total += e.do("conntrack", b).Count
+			total += e.do(t, "conntrack", b).Count
 		}
 		if total == 0 {
 			t.Errorf("no conntrack entry to an endpoint: the check cannot see connections")
 		}
 	})
 	t.Run("endpoint removal and re-add", func(t *testing.T) {
-		e.sync(localnode.IPv4, svc("web", localnode.TCP, "10.96.0.10", 80, v4Backends[1]), udp4)
-		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != v4Backends[1] {
+		e.sync(t, localnode.IPv4, svc("web", localnode.TCP, "10.96.0.10", 80, v4Backends[1]), udp4)
+		if got := keys(e.reach(t, "tcp", "10.96.0.10:80", n)); got != v4Backends[1] {
 			t.Errorf("after removal: endpoints reached: %s, want %s", got, v4Backends[1])
 		}
-		e.sync(localnode.IPv4, tcp4, udp4)
-		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+		e.sync(t, localnode.IPv4, tcp4, udp4)
+		if got := keys(e.reach(t, "tcp", "10.96.0.10:80", n)); got != both {
 			t.Errorf("after re-add: endpoints reached: %s, want %s", got, both)
 		}
 	})
 	t.Run("no endpoints rejects with ECONNREFUSED", func(t *testing.T) {
-		e.sync(localnode.IPv4, svc("web", localnode.TCP, "10.96.0.10", 80), svc("dns", localnode.UDP, "10.96.0.10", 53))
+		e.sync(t, localnode.IPv4, svc("web", localnode.TCP, "10.96.0.10", 80), svc("dns", localnode.UDP, "10.96.0.10", 53))
 		for _, op := range []string{"tcp", "udp"} {
 			addr := map[string]string{"tcp": "10.96.0.10:80", "udp": "10.96.0.10:53"}[op]
-			if r := e.do(op, addr); !r.Refused {
+			if r := e.do(t, op, addr); !r.Refused {
 				t.Errorf("%s %s with no endpoints: %+v, want ECONNREFUSED", op, addr, r)
 			}
 		}
-		e.sync(localnode.IPv4, tcp4, udp4)
+		e.sync(t, localnode.IPv4, tcp4, udp4)
 	})
 	t.Run("ClientIP affinity", func(t *testing.T) {
 		a := svc("sticky", localnode.TCP, "10.96.0.11", 80, v4Backends...)
 		a.SessionAffinity, a.AffinityTimeout = localnode.AffinityClientIP, time.Hour
-		e.sync(localnode.IPv4, tcp4, udp4, a)
-		if got := e.reach("tcp", "10.96.0.11:80", n); len(got) != 1 {
+		e.sync(t, localnode.IPv4, tcp4, udp4, a)
+		if got := e.reach(t, "tcp", "10.96.0.11:80", n); len(got) != 1 {
 			t.Errorf("with affinity, endpoints reached: %v, want one", got)
 		}
 	})
 	t.Run("IPv6 ClusterIP TCP and UDP", func(t *testing.T) {
-		e.sync(localnode.IPv6, svc("web", localnode.TCP, "fd00:96::10", 80, v6Backends...),
+		e.sync(t, localnode.IPv6, svc("web", localnode.TCP, "fd00:96::10", 80, v6Backends...),
 			svc("dns", localnode.UDP, "fd00:96::10", 53, v6Backends...))
 		both6 := strings.Join(v6Backends, ",")
 		for _, c := range []struct{ op, addr string }{{"tcp", "[fd00:96::10]:80"}, {"udp", "[fd00:96::10]:53"}, {"udpconn", "[fd00:96::10]:53"}} {
-			if got := keys(e.reach(c.op, c.addr, n)); got != both6 {
+			if got := keys(e.reach(t, c.op, c.addr, n)); got != both6 {
 				t.Errorf("%s %s: endpoints reached: %s, want %s", c.op, c.addr, got, both6)
 			}
 		}
@@ -485,7 +484,7 @@ func TestKernelSocketLB(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.dp = nil
-		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+		if got := keys(e.reach(t, "tcp", "10.96.0.10:80", n)); got != both {
 			t.Errorf("between runs: endpoints reached: %s, want %s", got, both)
 		}
 		dp, err := Open(Config{CgroupPath: e.cg, PinPath: e.pin})
@@ -501,11 +500,11 @@ func TestKernelSocketLB(t *testing.T) {
 		}
 		// The new run's first sync takes over what it still wants and drops the rest.
 		e.differ = backend.NewDiffer(NewBackend(dp.Maps(), nil, dp.Adopted))
-		e.sync(localnode.IPv4, tcp4)
-		if got := keys(e.reach("tcp", "10.96.0.10:80", n)); got != both {
+		e.sync(t, localnode.IPv4, tcp4)
+		if got := keys(e.reach(t, "tcp", "10.96.0.10:80", n)); got != both {
 			t.Errorf("after restart: endpoints reached: %s, want %s", got, both)
 		}
-		if r := e.do("udp", "10.96.0.10:53"); r.Err == "" {
+		if r := e.do(t, "udp", "10.96.0.10:53"); r.Err == "" {
 			t.Errorf("a service the new run does not have still translates: %+v", r)
 		}
 		if err := e.dp.Close(); err != nil {
@@ -521,7 +520,7 @@ func TestKernelSocketLB(t *testing.T) {
 		if got := attachedPrograms(t, e.cg, ebpf.AttachCGroupInet4Connect); got != 0 {
 			t.Errorf("after cleanup %d connect4 programs attached, want 0", got)
 		}
-		if r := e.do("tcp", "10.96.0.10:80"); r.Err == "" {
+		if r := e.do(t, "tcp", "10.96.0.10:80"); r.Err == "" {
 			t.Errorf("after cleanup the ClusterIP still translates: %+v", r)
 		}
 	})
