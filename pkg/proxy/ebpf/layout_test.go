@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
