@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +50,16 @@ var (
 
 const backendPort = 8080
 
+// nodeIPv4 is the "node address" NodePorts are reached on: configured in the child's
+// namespace, with nothing listening on the node port, so only a translation answers.
+// The external IP and load-balancer VIPs are configured nowhere.
+const (
+	nodeIPv4   = "198.18.0.10"
+	externalIP = "198.19.100.1"
+	lbVIP      = "198.19.100.2"
+	lbVIPRange = "198.19.100.3"
+)
+
 // request and result are the parent's commands to the child, one JSON line each.
 type request struct {
 	Op   string // tcp, udp (unconnected), udpconn, conntrack
@@ -70,6 +81,7 @@ func childAgent() int {
 		{"link", "set", "lo", "up"},
 		{"addr", "add", v4Backends[0] + "/32", "dev", "lo"},
 		{"addr", "add", v4Backends[1] + "/32", "dev", "lo"},
+		{"addr", "add", nodeIPv4 + "/32", "dev", "lo"},
 		{"-6", "addr", "add", v6Backends[0] + "/128", "dev", "lo", "nodad"},
 		{"-6", "addr", "add", v6Backends[1] + "/128", "dev", "lo", "nodad"},
 	} {
@@ -230,6 +242,7 @@ func do(req request) (res result) {
 // env is the parent's side: the datapath, the backend and the child.
 type env struct {
 	cg     string
+	mu     sync.Mutex
 	pin    string
 	dp     *Datapath
 	differ *backend.Differ
@@ -284,7 +297,7 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	e.differ = backend.NewDiffer(NewBackend(dp.Maps(), nil, dp.Adopted))
+	e.differ = backend.NewDiffer(NewBackend(dp.Maps(), []netip.Addr{netip.MustParseAddr(nodeIPv4)}, dp.Adopted))
 
 	cgfd, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -320,17 +333,25 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) do(t *testing.T, op, addr string) result {
 	t.Helper()
-	if err := e.in.Encode(request{Op: op, Addr: addr}); err != nil {
-		t.Fatal(err)
-	}
-	if !e.out.Scan() {
-		t.Fatalf("child gone: %v", e.out.Err())
-	}
-	var res result
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
+	res, err := e.try(op, addr)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// try is do for any goroutine: the child answers one request at a time.
+func (e *env) try(op, addr string) (result, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var res result
+	if err := e.in.Encode(request{Op: op, Addr: addr}); err != nil {
+		return res, err
+	}
+	if !e.out.Scan() {
+		return res, fmt.Errorf("child gone: %v", e.out.Err())
+	}
+	return res, json.Unmarshal(e.out.Bytes(), &res)
 }
 
 func (e *env) sync(t *testing.T, f localnode.Family, svcs ...localnode.Service) {
@@ -467,6 +488,32 @@ func TestKernelSocketLB(t *testing.T) {
 			t.Errorf("with affinity, endpoints reached: %v, want one", got)
 		}
 	})
+	t.Run("NodePort, externalIP and LB VIP for local clients", func(t *testing.T) {
+		lb := svc("lb", localnode.TCP, "10.96.0.12", 80, v4Backends...)
+		lb.NodePort = 30080
+		lb.ExternalIPs = []netip.Addr{netip.MustParseAddr(externalIP)}
+		lb.LoadBalancerVIPs = []netip.Addr{netip.MustParseAddr(lbVIP)}
+		// Under Local policy only the first endpoint is on this node; local clients
+		// still use both, as kube-proxy's rules short-circuit local traffic.
+		lb.ExternalPolicy = localnode.PolicyLocal
+		lb.Endpoints[1].ForLocal = false
+		ranged := svc("ranged", localnode.TCP, "10.96.0.13", 80, v4Backends...)
+		ranged.LoadBalancerVIPs = []netip.Addr{netip.MustParseAddr(lbVIPRange)}
+		ranged.SourceRanges = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}
+		e.sync(t, localnode.IPv4, tcp4, udp4, lb, ranged)
+		for _, addr := range []string{nodeIPv4 + ":30080", externalIP + ":80", lbVIP + ":80", "10.96.0.12:80"} {
+			if got := keys(e.reach(t, "tcp", addr, n)); got != both {
+				t.Errorf("%s: endpoints reached: %s, want %s", addr, got, both)
+			}
+		}
+		// A VIP with source ranges is left to nftables (none here: unreachable).
+		if r := e.do(t, "tcp", lbVIPRange+":80"); r.Err == "" {
+			t.Errorf("LB VIP with source ranges was translated: %+v", r)
+		}
+		if got := keys(e.reach(t, "tcp", "10.96.0.13:80", n)); got != both {
+			t.Errorf("ClusterIP of the ranged service: endpoints reached: %s, want %s", got, both)
+		}
+	})
 	t.Run("IPv6 ClusterIP TCP and UDP", func(t *testing.T) {
 		e.sync(t, localnode.IPv6, svc("web", localnode.TCP, "fd00:96::10", 80, v6Backends...),
 			svc("dns", localnode.UDP, "fd00:96::10", 53, v6Backends...))
@@ -478,6 +525,26 @@ func TestKernelSocketLB(t *testing.T) {
 		}
 	})
 	t.Run("restart re-adopts, cleanup removes", func(t *testing.T) {
+		// Connections keep being made, one after another, through the whole restart;
+		// none may fail.
+		stop, done := make(chan struct{}), make(chan struct{})
+		var made, failed int
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := e.try("tcp", "10.96.0.10:80")
+				made++
+				if err != nil || r.Err != "" || r.Peer != "10.96.0.10:80" {
+					failed++
+					t.Errorf("connection during restart: %+v %v", r, err)
+				}
+			}
+		}()
 		// A restart: this process's handles go, the programs stay attached and keep
 		// translating with the maps' contents.
 		if err := e.dp.Close(); err != nil {
@@ -499,11 +566,14 @@ func TestKernelSocketLB(t *testing.T) {
 			t.Errorf("after reopen %d connect4 programs attached, want 1 (replaced in place)", got)
 		}
 		// The new run's first sync takes over what it still wants and drops the rest.
-		e.differ = backend.NewDiffer(NewBackend(dp.Maps(), nil, dp.Adopted))
+		e.differ = backend.NewDiffer(NewBackend(dp.Maps(), []netip.Addr{netip.MustParseAddr(nodeIPv4)}, dp.Adopted))
 		e.sync(t, localnode.IPv4, tcp4)
 		if got := keys(e.reach(t, "tcp", "10.96.0.10:80", n)); got != both {
 			t.Errorf("after restart: endpoints reached: %s, want %s", got, both)
 		}
+		close(stop)
+		<-done
+		t.Logf("%d connections during the restart, %d failed", made, failed)
 		if r := e.do(t, "udp", "10.96.0.10:53"); r.Err == "" {
 			t.Errorf("a service the new run does not have still translates: %+v", r)
 		}
@@ -538,4 +608,42 @@ func attachedPrograms(t *testing.T, cg string, typ ebpf.AttachType) int {
 		t.Fatal(err)
 	}
 	return len(res.Programs)
+}
+
+// TestOpenNamesWhatIsMissing: a host without what the programs need gets an error
+// naming it, and nothing is pinned or attached.
+func TestOpenNamesWhatIsMissing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to probe BPF features")
+	}
+	notCgroup, notBPF := t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"cgroup path not cgroup v2", Config{CgroupPath: notCgroup, PinPath: filepath.Join(notBPF, "pins")}, "not on a cgroup v2 filesystem"},
+		{"pin path not on bpffs", Config{CgroupPath: DefaultCgroupPath, PinPath: filepath.Join(notBPF, "pins")}, "is not a bpf filesystem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cfg.CgroupPath == DefaultCgroupPath {
+				var st unix.Statfs_t
+				if err := unix.Statfs(DefaultCgroupPath, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+					t.Skipf("needs a cgroup v2 hierarchy at %s", DefaultCgroupPath)
+				}
+			}
+			dp, err := Open(tc.cfg)
+			if err == nil {
+				dp.Close()
+				_ = Cleanup(tc.cfg.PinPath)
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if _, err := os.Stat(tc.cfg.PinPath); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("pin path created anyway: %v", err)
+			}
+		})
+	}
 }
