@@ -192,6 +192,34 @@ func do(req request) (res result) {
 		if err != nil {
 			return fail(err)
 		}
+	case "tcp6mapped":
+		// An AF_INET6 socket to an IPv4 address in its IPv4-mapped form, as dual-stack
+		// applications connect; Go's net package would open an AF_INET socket instead.
+		ap := netip.MustParseAddrPort(req.Addr)
+		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fail(err)
+		}
+		f := os.NewFile(uintptr(fd), "tcp6mapped")
+		defer f.Close()
+		mapped := netip.AddrFrom16(ap.Addr().As16())
+		if err := unix.Connect(fd, &unix.SockaddrInet6{Addr: mapped.As16(), Port: int(ap.Port())}); err != nil {
+			return fail(err)
+		}
+		c, err := net.FileConn(f)
+		if err != nil {
+			return fail(err)
+		}
+		defer c.Close()
+		peer := netip.MustParseAddrPort(peerOf(c.(*net.TCPConn)))
+		res.Peer = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port()).String()
+		client := netip.MustParseAddrPort(c.LocalAddr().String())
+		res.Client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port()).String()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		reply, err = bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return fail(err)
+		}
 	case "udpconn":
 		c, err := net.Dial("udp", req.Addr)
 		if err != nil {
@@ -439,6 +467,11 @@ func TestKernelSocketLB(t *testing.T) {
 		}
 		if got := keys(e.reach(t, "udpconn", "10.96.0.10:53", n)); got != both {
 			t.Errorf("connected: endpoints reached: %s, want %s", got, both)
+		}
+	})
+	t.Run("IPv6 socket to the IPv4-mapped ClusterIP", func(t *testing.T) {
+		if got := keys(e.reach(t, "tcp6mapped", "10.96.0.10:80", n)); got != both {
+			t.Errorf("endpoints reached: %s, want %s", got, both)
 		}
 	})
 	t.Run("no DNAT conntrack entry", func(t *testing.T) {

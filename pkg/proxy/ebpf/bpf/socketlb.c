@@ -209,11 +209,25 @@ static __always_inline int translate(struct bpf_sock_addr *ctx, __u8 family)
 	struct fe_val *fv;
 	struct set_val *set;
 	struct be_val *be;
+	__u32 orig[4], out[4];
+	int mapped;
 
-	read_dst(ctx, family, fk.addr);
+	read_dst(ctx, family, orig);
+	__builtin_memcpy(fk.addr, orig, sizeof(fk.addr));
+	fk.family = family;
+	/* An IPv6 socket reaching an IPv4 Service through its IPv4-mapped address
+	 * (::ffff:a.b.c.d, as dual-stack applications do) is load-balanced as IPv4, and
+	 * given the endpoint's IPv4-mapped address. */
+	mapped = family == FAMILY_V6 && orig[0] == 0 && orig[1] == 0 && orig[2] == bpf_htonl(0xffff);
+	if (mapped) {
+		fk.addr[0] = orig[3];
+		fk.addr[1] = 0;
+		fk.addr[2] = 0;
+		fk.addr[3] = 0;
+		fk.family = FAMILY_V4;
+	}
 	fk.port = bpf_ntohs(ctx->user_port);
 	fk.proto = ctx->protocol;
-	fk.family = family;
 	fv = bpf_map_lookup_elem(&frontends, &fk);
 	if (!fv)
 		return 1;
@@ -232,14 +246,24 @@ static __always_inline int translate(struct bpf_sock_addr *ctx, __u8 family)
 	be = pick(ctx, fv->set_id, set);
 	if (!be)
 		return 1;
+	if (mapped) {
+		out[0] = 0;
+		out[1] = 0;
+		out[2] = bpf_htonl(0xffff);
+		out[3] = be->addr[0];
+	} else {
+		__builtin_memcpy(out, be->addr, sizeof(out));
+	}
 
+	/* Remembered as the socket will see it: its own family, the endpoint's address
+	 * in the socket's form. */
 	struct rev_key rk = { .cookie = bpf_get_socket_cookie(ctx), .port = be->port, .family = family };
 	struct rev_val rv = { .port = fk.port };
-	__builtin_memcpy(rk.addr, be->addr, sizeof(rk.addr));
-	__builtin_memcpy(rv.addr, fk.addr, sizeof(rv.addr));
+	__builtin_memcpy(rk.addr, out, sizeof(rk.addr));
+	__builtin_memcpy(rv.addr, orig, sizeof(rv.addr));
 	bpf_map_update_elem(&revnat, &rk, &rv, BPF_ANY);
 
-	write_dst(ctx, family, be->addr, be->port);
+	write_dst(ctx, family, out, be->port);
 	return 1;
 }
 
