@@ -539,6 +539,16 @@ func TestKernelSocketLB(t *testing.T) {
 				t.Errorf("%s: endpoints reached: %s, want %s", addr, got, both)
 			}
 		}
+		// What the maps say, read back as a tracer would, from the pins.
+		rm, closeMaps, err := OpenPinnedReadOnly(e.pin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeMaps()
+		tr, err := rm.Lookup(netip.MustParseAddrPort(nodeIPv4+":30080"), localnode.TCP)
+		if err != nil || tr == nil || len(tr.Endpoints) != 2 {
+			t.Errorf("read back %s:30080: %+v %v, want two endpoints", nodeIPv4, tr, err)
+		}
 		// A VIP with source ranges is left to nftables (none here: unreachable).
 		if r := e.do(t, "tcp", lbVIPRange+":80"); r.Err == "" {
 			t.Errorf("LB VIP with source ranges was translated: %+v", r)

@@ -373,3 +373,68 @@ func TestBackendAdoptsPreviousRun(t *testing.T) {
 		t.Errorf("adopted sets left behind: sets %v backends %v", f.sets, f.be)
 	}
 }
+
+func (m fakeMap) Lookup(key, valueOut any) error {
+	var ok bool
+	switch m.name {
+	case "frontends":
+		var id uint32
+		id, ok = m.f.fe[key.(feKey)]
+		*valueOut.(*feVal) = feVal{SetID: id}
+	case "sets":
+		var v setVal
+		v, ok = m.f.sets[key.(uint32)]
+		*valueOut.(*setVal) = v
+	case "backends":
+		var v beVal
+		v, ok = m.f.be[key.(beKey)]
+		*valueOut.(*beVal) = v
+	}
+	if !ok {
+		return errNotFound
+	}
+	return nil
+}
+
+func (f *fakeMaps) readMaps() *ReadMaps {
+	return &ReadMaps{Frontends: fakeMap{f, "frontends"}, Sets: fakeMap{f, "sets"}, Backends: fakeMap{f, "backends"},
+		NotFound: func(err error) bool { return errors.Is(err, errNotFound) }}
+}
+
+func TestReadBack(t *testing.T) {
+	f := newFakeMaps(t)
+	d := backend.NewDiffer(NewBackend(f.maps(), []netip.Addr{netip.MustParseAddr("198.18.0.10")}, nil))
+	st := &localnode.State{Family: localnode.IPv4, Services: []localnode.Service{
+		svcOf("web", localnode.TCP, "10.96.0.10", func(s *localnode.Service) {
+			s.NodePort = 30080
+			s.SessionAffinity, s.AffinityTimeout = localnode.AffinityClientIP, time.Minute
+		}, ep("10.1.0.1", true, true)),
+		svcOf("none", localnode.UDP, "10.96.0.11", nil),
+	}}
+	st.Normalize()
+	if err := d.Sync(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dst   string
+		proto localnode.Protocol
+		want  *Translation
+	}{
+		{"10.96.0.10:80", localnode.TCP, &Translation{Endpoints: aps("10.1.0.1:8080"), AffinityTimeout: time.Minute}},
+		{"198.18.0.10:30080", localnode.TCP, &Translation{Endpoints: aps("10.1.0.1:8080"), AffinityTimeout: time.Minute}},
+		{"[::ffff:10.96.0.10]:80", localnode.TCP, &Translation{Endpoints: aps("10.1.0.1:8080"), AffinityTimeout: time.Minute}},
+		{"10.96.0.10:80", localnode.UDP, nil},
+		{"10.96.0.11:80", localnode.UDP, &Translation{Reject: true}},
+		{"10.96.0.99:80", localnode.TCP, nil},
+	} {
+		t.Run(tc.dst+"/"+string(tc.proto), func(t *testing.T) {
+			got, err := f.readMaps().Lookup(netip.MustParseAddrPort(tc.dst), tc.proto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(x, y netip.AddrPort) bool { return x == y })); diff != "" {
+				t.Errorf("translation (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
