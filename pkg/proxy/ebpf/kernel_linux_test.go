@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childAgent())
 	}
+	if spec := os.Getenv(backendEnv); spec != "" {
+		os.Exit(backendAgent(spec))
+	}
 	os.Exit(m.Run())
 }
 
@@ -278,26 +281,29 @@ type env struct {
 	out    *bufio.Scanner
 }
 
-func newEnv(t *testing.T) *env {
+// hostSetup makes the test's cgroup (under the cgroup v2 root, removed at cleanup) and
+// a private bpf filesystem for the pins; it skips when the host cannot.
+func hostSetup(t *testing.T) (cg, pin string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a cgroup, a bpf filesystem and a network namespace, and loads BPF programs")
 	}
-	for _, bin := range []string{"ip"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("needs %s", bin)
-		}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip command")
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(DefaultCgroupPath, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
 		t.Skipf("needs a cgroup v2 hierarchy at %s", DefaultCgroupPath)
 	}
-	cg := filepath.Join(DefaultCgroupPath, fmt.Sprintf("kube-proxy-socketlb-test-%d", os.Getpid()))
+	if err := CheckKernel(Config{CgroupPath: DefaultCgroupPath, PinPath: "/sys/fs/bpf/x"}); err != nil && !strings.Contains(err.Error(), "bpf filesystem") {
+		t.Skipf("kernel cannot run the socket load balancer: %v", err)
+	}
+	cg = filepath.Join(DefaultCgroupPath, fmt.Sprintf("kube-proxy-socketlb-test-%d-%s", os.Getpid(), strings.NewReplacer("/", "-").Replace(t.Name())))
 	if err := os.Mkdir(cg, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// The child has exited by now (its cleanup ran first); retry while the
-		// kernel finishes tearing it down.
+		// The child processes have exited by now (their cleanups ran first); retry
+		// while the kernel finishes tearing them down.
 		for i := 0; i < 50; i++ {
 			if err := os.Remove(cg); err == nil || errors.Is(err, os.ErrNotExist) {
 				return
@@ -311,10 +317,15 @@ func newEnv(t *testing.T) *env {
 		t.Skipf("cannot mount a bpf filesystem: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(bpffs, unix.MNT_DETACH) })
-	e := &env{cg: cg, pin: filepath.Join(bpffs, "socketlb")}
+	return cg, filepath.Join(bpffs, "socketlb")
+}
+
+func newEnv(t *testing.T) *env {
+	cg, pin := hostSetup(t)
+	e := &env{cg: cg, pin: pin}
 	dp, err := Open(Config{CgroupPath: cg, PinPath: e.pin})
 	if err != nil {
-		t.Skipf("kernel cannot run the socket load balancer: %v", err)
+		t.Fatalf("opening the datapath: %v", err)
 	}
 	e.dp = dp
 	t.Cleanup(func() {
@@ -326,8 +337,13 @@ func newEnv(t *testing.T) *env {
 		}
 	})
 	e.differ = backend.NewDiffer(NewBackend(dp.Maps(), []netip.Addr{netip.MustParseAddr(nodeIPv4)}, dp.Adopted))
+	e.startClient(t)
+	return e
+}
 
-	cgfd, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+// startClient starts the child: in a new network namespace, born in the test cgroup.
+func (e *env) startClient(t *testing.T) {
+	cgfd, err := unix.Open(e.cg, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +372,6 @@ func newEnv(t *testing.T) *env {
 	if !e.out.Scan() || e.out.Text() != "ready" {
 		t.Fatalf("child did not start: %q", e.out.Text())
 	}
-	return e
 }
 
 func (e *env) do(t *testing.T, op, addr string) result {
