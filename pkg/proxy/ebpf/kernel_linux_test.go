@@ -532,8 +532,26 @@ func TestKernelSocketLB(t *testing.T) {
 		a := svc("sticky", localnode.TCP, "10.96.0.11", 80, v4Backends...)
 		a.SessionAffinity, a.AffinityTimeout = localnode.AffinityClientIP, time.Hour
 		e.sync(t, localnode.IPv4, tcp4, udp4, a)
-		if got := e.reach(t, "tcp", "10.96.0.11:80", n); len(got) != 1 {
-			t.Errorf("with affinity, endpoints reached: %v, want one", got)
+		got := e.reach(t, "tcp", "10.96.0.11:80", n)
+		if len(got) != 1 {
+			t.Fatalf("with affinity, endpoints reached: %v, want one", got)
+		}
+		// The remembered endpoint goes: the client moves to the other one, and stays
+		// there when the first comes back (its choice is still valid).
+		first := keys(got)
+		other := v4Backends[0]
+		if other == first {
+			other = v4Backends[1]
+		}
+		b := svc("sticky", localnode.TCP, "10.96.0.11", 80, other)
+		b.SessionAffinity, b.AffinityTimeout = localnode.AffinityClientIP, time.Hour
+		e.sync(t, localnode.IPv4, tcp4, udp4, b)
+		if got := keys(e.reach(t, "tcp", "10.96.0.11:80", n)); got != other {
+			t.Errorf("remembered endpoint removed: reached %s, want %s", got, other)
+		}
+		e.sync(t, localnode.IPv4, tcp4, udp4, a)
+		if got := keys(e.reach(t, "tcp", "10.96.0.11:80", n)); got != other {
+			t.Errorf("first endpoint back: reached %s, want still %s", got, other)
 		}
 	})
 	t.Run("NodePort, externalIP and LB VIP for local clients", func(t *testing.T) {
