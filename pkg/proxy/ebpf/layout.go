@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // The map keys and values, laid out exactly as struct fe_key and friends in
@@ -120,23 +121,35 @@ type programmedSet struct {
 // valid), a new one takes a freed slot or goes at the end, and the end is moved into
 // any slot still free so the slots stay dense. The result is a permutation of want.
 func planSlots(old, want []netip.AddrPort) []netip.AddrPort {
-	wanted := make(map[netip.AddrPort]bool, len(want))
-	for _, ap := range want {
-		wanted[ap] = true
+	// Most services have a handful of endpoints: below that, linear scans beat
+	// building two maps per set.
+	var wanted, had func(netip.AddrPort) bool
+	if len(old)*len(want) <= 256 {
+		wanted = func(ap netip.AddrPort) bool { return slices.Contains(want, ap) }
+		had = func(ap netip.AddrPort) bool { return slices.Contains(old, ap) }
+	} else {
+		w := make(map[netip.AddrPort]bool, len(want))
+		for _, ap := range want {
+			w[ap] = true
+		}
+		h := make(map[netip.AddrPort]bool, len(old))
+		for _, ap := range old {
+			h[ap] = true
+		}
+		wanted = func(ap netip.AddrPort) bool { return w[ap] }
+		had = func(ap netip.AddrPort) bool { return h[ap] }
 	}
-	had := make(map[netip.AddrPort]bool, len(old))
-	slots := make([]netip.AddrPort, len(old))
+	slots := make([]netip.AddrPort, len(old), max(len(old), len(want)))
 	var holes []int
 	for i, ap := range old {
-		had[ap] = true
-		if wanted[ap] {
+		if wanted(ap) {
 			slots[i] = ap
 		} else {
 			holes = append(holes, i)
 		}
 	}
 	for _, ap := range want {
-		if had[ap] {
+		if had(ap) {
 			continue
 		}
 		if len(holes) > 0 {

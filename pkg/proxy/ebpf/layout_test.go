@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -436,5 +437,31 @@ func TestReadBack(t *testing.T) {
 				t.Errorf("translation (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPlanSlotsProperties checks, over random old and new endpoint lists of sizes that
+// take both the linear and the map path, that the slots are a permutation of want and
+// that an endpoint that stays keeps its slot unless it had to move down into a hole.
+func TestPlanSlotsProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(n int) []netip.AddrPort {
+		var out []netip.AddrPort
+		for _, i := range rng.Perm(60)[:n] {
+			out = append(out, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 80))
+		}
+		return out
+	}
+	for iter := 0; iter < 2000; iter++ {
+		old, want := pick(rng.IntN(40)), pick(rng.IntN(40))
+		got := planSlots(old, want)
+		if !slices.Equal(slices.SortedFunc(slices.Values(got), netip.AddrPort.Compare), slices.SortedFunc(slices.Values(want), netip.AddrPort.Compare)) {
+			t.Fatalf("planSlots(%v, %v) = %v: not a permutation of want", old, want, got)
+		}
+		for i, ap := range old {
+			if i < len(got) && slices.Contains(want, ap) && got[i] != ap {
+				t.Fatalf("planSlots(%v, %v) = %v: %s moved from slot %d though it stays", old, want, got, ap, i)
+			}
+		}
 	}
 }
