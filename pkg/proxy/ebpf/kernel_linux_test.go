@@ -65,8 +65,11 @@ const (
 
 // request and result are the parent's commands to the child, one JSON line each.
 type request struct {
-	Op   string // tcp, udp (unconnected), udpconn, conntrack
+	Op   string // tcp, tcp6mapped, udp (unconnected), udpconn, conntrack, bench
 	Addr string
+	// bench: connections to Addr and to Direct, alternating, Count of each.
+	Direct string
+	Count  int
 }
 
 type result struct {
@@ -77,6 +80,8 @@ type result struct {
 	ServerSaw  string // the client address the server saw
 	ServerAddr string // the server's own address (the endpoint reached)
 	Count      int    // conntrack: entries with that original destination
+	// bench: connect-and-first-byte latencies in microseconds, through Addr and Direct.
+	Via, Direct []float64
 }
 
 func childAgent() int {
@@ -175,6 +180,8 @@ func do(req request) (res result) {
 	}
 	var reply string
 	switch req.Op {
+	case "bench":
+		return bench(req)
 	case "conntrack":
 		out, _ := exec.Command("conntrack", "-L", "--orig-dst", req.Addr).Output()
 		for _, l := range strings.Split(string(out), "\n") {
@@ -283,7 +290,7 @@ type env struct {
 
 // hostSetup makes the test's cgroup (under the cgroup v2 root, removed at cleanup) and
 // a private bpf filesystem for the pins; it skips when the host cannot.
-func hostSetup(t *testing.T) (cg, pin string) {
+func hostSetup(t testing.TB) (cg, pin string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a cgroup, a bpf filesystem and a network namespace, and loads BPF programs")
 	}
@@ -320,7 +327,7 @@ func hostSetup(t *testing.T) (cg, pin string) {
 	return cg, filepath.Join(bpffs, "socketlb")
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	cg, pin := hostSetup(t)
 	e := &env{cg: cg, pin: pin}
 	dp, err := Open(Config{CgroupPath: cg, PinPath: e.pin})
@@ -342,7 +349,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // startClient starts the child: in a new network namespace, born in the test cgroup.
-func (e *env) startClient(t *testing.T) {
+func (e *env) startClient(t testing.TB) {
 	cgfd, err := unix.Open(e.cg, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +381,7 @@ func (e *env) startClient(t *testing.T) {
 	}
 }
 
-func (e *env) do(t *testing.T, op, addr string) result {
+func (e *env) do(t testing.TB, op, addr string) result {
 	t.Helper()
 	res, err := e.try(op, addr)
 	if err != nil {
@@ -385,10 +392,14 @@ func (e *env) do(t *testing.T, op, addr string) result {
 
 // try is do for any goroutine: the child answers one request at a time.
 func (e *env) try(op, addr string) (result, error) {
+	return e.try2(request{Op: op, Addr: addr})
+}
+
+func (e *env) try2(req request) (result, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var res result
-	if err := e.in.Encode(request{Op: op, Addr: addr}); err != nil {
+	if err := e.in.Encode(req); err != nil {
 		return res, err
 	}
 	if !e.out.Scan() {
@@ -397,7 +408,7 @@ func (e *env) try(op, addr string) (result, error) {
 	return res, json.Unmarshal(e.out.Bytes(), &res)
 }
 
-func (e *env) sync(t *testing.T, f localnode.Family, svcs ...localnode.Service) {
+func (e *env) sync(t testing.TB, f localnode.Family, svcs ...localnode.Service) {
 	t.Helper()
 	st := &localnode.State{Family: f, Services: svcs}
 	st.Normalize()
@@ -424,7 +435,7 @@ func svc(name string, proto localnode.Protocol, vip string, port uint16, eps ...
 // reach connects n times and returns the endpoints reached, checking on every
 // connection that the application saw only the service address and that the server
 // saw the client's own address.
-func (e *env) reach(t *testing.T, op, addr string, n int) map[string]int {
+func (e *env) reach(t testing.TB, op, addr string, n int) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
 	for i := 0; i < n; i++ {
