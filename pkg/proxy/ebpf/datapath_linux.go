@@ -151,6 +151,10 @@ func Open(cfg Config) (*Datapath, error) {
 	for _, h := range d.hooks() {
 		pin := filepath.Join(cfg.PinPath, "link_"+h.name)
 		if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+			if err := sameCgroup(l, cfg.CgroupPath); err != nil {
+				_ = l.Close()
+				return fail(fmt.Errorf("pinned link %q: %w", pin, err))
+			}
 			if err := l.Update(h.prog); err != nil {
 				_ = l.Close()
 				return fail(fmt.Errorf("replacing the program of pinned link %q: %w", pin, err))
@@ -171,6 +175,28 @@ func Open(cfg Config) (*Datapath, error) {
 		d.links = append(d.links, l)
 	}
 	return d, nil
+}
+
+// sameCgroup checks that a pinned link is attached to the cgroup at path: a restart
+// with another cgroup path must not keep programming the old one silently.
+func sameCgroup(l link.Link, path string) error {
+	info, err := l.Info()
+	if err != nil {
+		return fmt.Errorf("reading link info: %w", err)
+	}
+	cg := info.Cgroup()
+	if cg == nil {
+		return fmt.Errorf("not a cgroup link")
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fmt.Errorf("cgroup path %q: %w", path, err)
+	}
+	// On cgroup v2 a cgroup's id is its directory's inode number.
+	if cg.CgroupId != st.Ino {
+		return fmt.Errorf("attached to cgroup id %d, not to %q (id %d): run cleanup first to move the socket load balancer", cg.CgroupId, path, st.Ino)
+	}
+	return nil
 }
 
 // readAdopted reads the frontends and sets a previous run left in pinned maps.

@@ -641,6 +641,21 @@ func TestKernelSocketLB(t *testing.T) {
 		if got := keys(e.reach(t, "tcp", "10.96.0.10:80", n)); got != both {
 			t.Errorf("between runs: endpoints reached: %s, want %s", got, both)
 		}
+		// Reopening for another cgroup is refused while the pins say otherwise.
+		other := e.cg + "-other"
+		if err := os.Mkdir(other, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(other)
+		if dp, err := Open(Config{CgroupPath: other, PinPath: e.pin}); err == nil {
+			dp.Close()
+			t.Errorf("reopen for another cgroup %s succeeded", other)
+		} else if !strings.Contains(err.Error(), "run cleanup first") {
+			t.Errorf("reopen for another cgroup: %v, want it to name the cgroup mismatch", err)
+		}
+		if got := attachedPrograms(t, other, ebpf.AttachCGroupInet4Connect); got != 0 {
+			t.Errorf("%d programs attached to the other cgroup", got)
+		}
 		dp, err := Open(Config{CgroupPath: e.cg, PinPath: e.pin})
 		if err != nil {
 			t.Fatal(err)
