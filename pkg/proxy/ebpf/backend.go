@@ -86,6 +86,22 @@ func NewBackend(maps *Maps, nodeIPs []netip.Addr, adopted *Adopted) *Backend {
 				fs.adopted.Sets[id] = v
 			}
 		}
+		// A set no frontend names (a previous run stopped between writing it and
+		// its frontend) goes with the IPv4 family's first sync.
+		referenced := map[uint32]bool{}
+		for _, id := range adopted.Frontends {
+			referenced[id] = true
+		}
+		for id, v := range adopted.Sets {
+			if referenced[id] {
+				continue
+			}
+			fs := b.fams[localnode.IPv4]
+			if fs.adopted == nil {
+				fs.adopted = &Adopted{Frontends: map[feKey]uint32{}, Sets: map[uint32]setVal{}}
+			}
+			fs.adopted.Sets[id] = v
+		}
 	}
 	return b
 }

@@ -357,10 +357,14 @@ func TestBackendAdoptsPreviousRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	adopted := &Adopted{Frontends: map[feKey]uint32{web: 7, gone: 8}, Sets: map[uint32]setVal{7: f.sets[7], 8: f.sets[8]}}
+	// And a set without a frontend: the previous run stopped in between.
+	if _, err := m.writeSet(9, nil, aps("10.1.0.8:8080"), setVal{}); err != nil {
+		t.Fatal(err)
+	}
+	adopted := &Adopted{Frontends: map[feKey]uint32{web: 7, gone: 8}, Sets: map[uint32]setVal{7: f.sets[7], 8: f.sets[8], 9: f.sets[9]}}
 	b := NewBackend(m, nil, adopted)
-	if b.nextID != 9 {
-		t.Errorf("next set id %d, want 9 (past every adopted one)", b.nextID)
+	if b.nextID != 10 {
+		t.Errorf("next set id %d, want 10 (past every adopted one)", b.nextID)
 	}
 	st := &localnode.State{Family: localnode.IPv4, Services: []localnode.Service{svcOf("web", localnode.TCP, "10.96.0.10", nil, ep("10.1.0.1", true, true))}}
 	if err := backend.NewDiffer(b).Sync(context.Background(), st); err != nil {
