@@ -13,9 +13,10 @@ function layer(p) {
 	return "free"
 }
 
-# The built-in modes. "Backend" means the library's pkg/proxy/backend contract only.
+# The built-in modes, and ebpf (socket load balancing, a backend of the library that runs
+# beside one of them). "Backend" means the library's pkg/proxy/backend contract only.
 function proxier(p,   m) {
-	if (match(p, /^k8s\.io\/kube-proxy\/pkg\/proxy\/(iptables|nftables|ipvs|winkernel|metaproxier)(\/|$)/)) {
+	if (match(p, /^k8s\.io\/kube-proxy\/pkg\/proxy\/(iptables|nftables|ipvs|winkernel|metaproxier|ebpf)(\/|$)/)) {
 		m = substr(p, 29)
 		sub(/\/.*/, "", m)
 		return m
@@ -74,6 +75,8 @@ function allowed(from, to) {
 		# gRPC and protobuf only in the node-local state's wire packages (schema, server,
 		# client); the rest of the brain and the library stay free of them.
 		if (grpcpkg(fromPkg) && to ~ /^google\.golang\.org\/(grpc|protobuf)(\/|$)/) return 1
+		# The BPF loader only in the socket load balancer (checked for every importer below).
+		if (from == "proxier" && proxier(fromPkg) == "ebpf" && to ~ /^github\.com\/cilium\/ebpf(\/|$)/) return 1
 		if (from == "proxier")
 			return layer(to) == "proxier" || to ~ /^sigs\.k8s\.io\/knftables(\/|$)/ || to ~ /^github\.com\/Microsoft\/hnslib(\/|$)/
 		return 0
@@ -89,6 +92,9 @@ NF >= 2 {
 	if (from == "(transitive)") next
 	lf = layer(from); lt = layer(to)
 	if (lf == "netutils" && to ~ /^k8s\.io\/kube-proxy(\/|$)/) { report(from, to, "netutils-standalone"); next }
+	# cilium/ebpf is a large, kernel-facing dependency: one package owns it, so the rest of
+	# the module (and every consumer of the library) stays free of it. Tests included.
+	if (to ~ /^github\.com\/cilium\/ebpf(\/|$)/ && proxier(from) != "ebpf") { report(from, to, "cilium-ebpf-only-in-pkg/proxy/ebpf"); next }
 	if (lt == "cmd" && lf != "cmd") { report(from, to, "only-cmd-imports-cmd"); next }
 	if (lt == "proxier" && (lf == "brain" || lf == "features" || lf == "configapi")) { report(from, to, "library-no-proxier"); next }
 	if (lf == "proxier" && lt == "proxier" && proxier(from) != proxier(to) && proxier(to) != "metaproxier") {

@@ -20,6 +20,9 @@
 #                       (pkg/proxy/{iptables,nftables,ipvs,winkernel,metaproxier}).
 #   backend-no-backend  a backend imports no other backend, metaproxier excepted.
 #   only-cmd-imports-cmd
+#   cilium-ebpf-only-in-pkg/proxy/ebpf
+#                       github.com/cilium/ebpf is imported by pkg/proxy/ebpf (the socket load
+#                       balancer) and nothing else, tests included.
 #   layer-allowlist     non-test imports of a layer stay within what CONTRIBUTING.md allows it; gRPC and
 #                       protobuf only in pkg/proxy/localnodegrpc/{api/v1,server,client}.
 set -euo pipefail
@@ -87,6 +90,7 @@ self_test() {
   plant pkg/proxy/zzplantedcmd zzplantedcmd k8s.io/kube-proxy/cmd/kube-proxy/app
   plant config/zzplantedallow zzplantedallow sigs.k8s.io/knftables
   plant pkg/proxy/zzplantedgrpc zzplantedgrpc google.golang.org/grpc
+  plant pkg/proxy/nftables/zzplantedebpf zzplantedebpf github.com/cilium/ebpf
   # A nested module's file behind a build tag, as a conformance suite's entry point would be.
   mkdir -p "$tmp/test/zzplantednested"
   printf '//go:build zzplanted\n\npackage zzplantednested\n\nimport (\n\t"testing"\n\n\tupstream "k8s.io/kubernetes/test/e2e"\n)\n' >"$tmp/test/zzplantednested/zz_planted_test.go"
@@ -104,6 +108,7 @@ self_test() {
     "k8s.io/kube-proxy/pkg/proxy/zzplantedcmd -> k8s.io/kube-proxy/cmd/kube-proxy/app (only-cmd-imports-cmd)"
     "k8s.io/kube-proxy/config/zzplantedallow -> sigs.k8s.io/knftables (layer-allowlist)"
     "k8s.io/kube-proxy/pkg/proxy/zzplantedgrpc -> google.golang.org/grpc (layer-allowlist)"
+    "k8s.io/kube-proxy/pkg/proxy/nftables/zzplantedebpf -> github.com/cilium/ebpf (cilium-ebpf-only-in-pkg/proxy/ebpf)"
     "test/zzplantednested/zz_planted_test.go -> k8s.io/kubernetes/test/e2e (no-k8s-kubernetes)"
     "test/zzplantednested/go.mod -> k8s.io/kubernetes (no-k8s-kubernetes)"
   )

@@ -98,6 +98,8 @@ var addedFlags = map[string]upstreamFlag{
 	"localnode-source-max-pending-objects":  {"int", "1000000", false},
 	"localnode-source-max-pending-bytes":    {"int64", "268435456", false},
 	"dry-run-node-addresses":                {"stringSlice", "[]", true}, // trace --netns's child
+	"socket-lb":                             {"bool", "false", false},
+	"socket-lb-cgroup-path":                 {"string", "", false},
 }
 
 // commandFlags returns the flags the binary accepts: the command's own, the

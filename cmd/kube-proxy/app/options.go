@@ -64,6 +64,7 @@ type Options struct {
 	clusterCIDRs          string
 	localNodeServe        localNodeServeOptions  // --localnode-serve and its TLS flags, localnode_serve.go
 	localNodeSource       localNodeSourceOptions // --localnode-source and its TLS flags, localnode_source.go
+	socketLB              socketLBOptions        // --socket-lb, socketlb.go
 
 	// Additions to upstream's flag set.
 	writeConfigVersion string
@@ -184,6 +185,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	addLocalNodeFlags(fs, &o.localNodeServe)
 	addLocalNodeSourceFlags(fs, &o.localNodeSource)
 	addLocalNodeSourceLimitFlags(fs, &o.sourceLimits)
+	addSocketLBFlags(fs, &o.socketLB)
 	fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Print the rules the proxy mode would program (iptables-restore input, an nft script, or in ipvs mode the planned state as ip addr lines, ipvsadm-save -n, ipset save and iptables-save) after the first full sync and exit, without changing anything on this host. Works with an API server or with --manifests.")
 	fs.BoolVar(&o.dryRunFollow, "dry-run-follow", o.dryRunFollow, "Like --dry-run, but keep running and print what every sync (full or partial) would program as it happens, following the API server or --manifests, until interrupted. Implies --dry-run.")
 	fs.StringSliceVar(&o.dryRunNodeAddresses, "dry-run-node-addresses", nil, "With --dry-run, compute NodePorts for these addresses, or for this host's interfaces with \"host\", even with --manifests (used by trace --netns).")
@@ -375,6 +377,9 @@ func (o *Options) Validate() error {
 	} else if _, err := o.localNodeSource.tlsConfig(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validateSocketLB(o.socketLB, o.config.Mode); err != nil {
+		errs = append(errs, err)
+	}
 	serveErr := validateLocalNodeServe(o.localNodeServe)
 	if serveErr == nil {
 		// Read now, so a missing or bad file fails before anything changes on the host.
@@ -457,6 +462,7 @@ func (o *Options) Run(ctx context.Context) error {
 		flags:           o.flags,
 		localNodeServe:  o.localNodeServe,
 		localNodeSource: o.localNodeSource,
+		socketLB:        o.socketLB,
 		sourceLimits:    o.sourceLimits,
 		hostAddresses:   slices.Equal(o.dryRunNodeAddresses, []string{"host"}),
 		localAddresses:  dryRunNodeIPs(o.dryRunNodeAddresses),

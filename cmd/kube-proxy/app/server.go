@@ -42,6 +42,7 @@ type serverOptions struct {
 	flags           *pflag.FlagSet
 	localNodeServe  localNodeServeOptions
 	localNodeSource localNodeSourceOptions
+	socketLB        socketLBOptions
 	sourceLimits    sourceLimits // --localnode-source-max-pending-*
 	// nodeAddresses makes a dry run compute for the node's addresses even
 	// without manifests (trace's computed rules); localAddresses, when set,
@@ -83,6 +84,8 @@ type ProxyServer struct {
 	metricsErrCh chan error
 	// localNodeServe is --localnode-serve and its TLS flags (localnode_serve.go).
 	localNodeServe localNodeServeOptions
+	// socketLB is --socket-lb (socketlb.go).
+	socketLB socketLBOptions
 	// localNode feeds the proxier from --localnode-source (localnode_source.go).
 	localNode *localNodeFeed
 	// sourceLimits bound what the --localnode-source server can make it hold.
@@ -102,6 +105,7 @@ func newProxyServer(ctx context.Context, cfg *kubeproxyconfig.KubeProxyConfigura
 		manifestsRescan: opts.manifestsRescan,
 		dryRunOut:       os.Stdout,
 		localNodeServe:  opts.localNodeServe,
+		socketLB:        opts.socketLB,
 	}
 	if opts.dryRun || opts.dryRunFollow {
 		s.dryRun = newDryRunOutput()
@@ -232,6 +236,9 @@ func (s *ProxyServer) Run(ctx context.Context) error {
 
 	if s.dryRun == nil {
 		if err := s.startLocalNodeServer(ctx, s.localNodeServe); err != nil {
+			return err
+		}
+		if err := s.startSocketLB(ctx, s.socketLB); err != nil {
 			return err
 		}
 	}

@@ -137,7 +137,10 @@ func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanu
 	if isIPTablesBased(mode) || cleanupAndExit {
 		cleanups["nftables"] = nftables.CleanupLeftovers
 	}
-	return runCleanups(ctx, []string{"iptables", "ipvs", "nftables"}, cleanups)
+	if cleanupAndExit {
+		cleanups["socketlb"] = cleanupSocketLB
+	}
+	return runCleanups(ctx, []string{"socketlb", "iptables", "ipvs", "nftables"}, cleanups)
 }
 
 // runCleanups runs each named cleanup in order and, when any failed, every failed one

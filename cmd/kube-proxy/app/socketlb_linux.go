@@ -1,0 +1,70 @@
+//go:build linux
+
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"k8s.io/kube-proxy/pkg/features"
+	"k8s.io/kube-proxy/pkg/proxy/backend"
+	"k8s.io/kube-proxy/pkg/proxy/ebpf"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
+	"k8s.io/kube-proxy/pkg/proxy/proxyrun"
+	"k8s.io/kube-proxy/pkg/proxy/source"
+)
+
+// startSocketLB attaches the socket load balancer and feeds it from a source of its own
+// on the same client, as the node-local state server does, so the proxier is
+// untouched. A kernel without what it needs fails start-up with the missing feature
+// named, and nothing attached.
+func (s *ProxyServer) startSocketLB(ctx context.Context, o socketLBOptions) error {
+	if !o.enabled {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	dp, err := ebpf.Open(ebpf.Config{CgroupPath: o.cgroupPath})
+	if err != nil {
+		return fmt.Errorf("--socket-lb: %w", err)
+	}
+	var nodeIPs []netip.Addr
+	for _, ip := range s.NodeIPs {
+		if a, ok := netip.AddrFromSlice(ip); ok && !a.Unmap().IsUnspecified() {
+			nodeIPs = append(nodeIPs, a.Unmap())
+		}
+	}
+	families := []localnode.Family{localnode.IPv4, localnode.IPv6}
+	if s.PrimaryIPFamily == v1.IPv6Protocol {
+		families = []localnode.Family{localnode.IPv6, localnode.IPv4}
+	}
+	src := source.NewKubernetes(s.Client, s.NodeName, s.Config.ConfigSyncPeriod.Duration)
+	if !features.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator) {
+		src.WithoutServiceCIDRs()
+	}
+	b := backend.NewDiffer(ebpf.NewBackend(dp.Maps(), nodeIPs, dp.Adopted))
+	logger.Info("Socket load balancing attached", "cgroup", o.cgroupPath, "nodeIPs", nodeIPs)
+	go func() {
+		// Closing leaves the programs attached and the maps pinned, for the next start.
+		defer dp.Close()
+		err := proxyrun.Run(ctx, src, b, proxyrun.Options{NodeName: s.NodeName, Families: families,
+			MinSyncInterval: s.Config.MinSyncPeriod.Duration})
+		if err != nil && ctx.Err() == nil {
+			logger.Error(err, "Socket load balancing stopped")
+		}
+	}()
+	return nil
+}
+
+// cleanupSocketLB detaches the socket load balancer's programs and removes its pins; it
+// reports whether that failed, as the other cleanups do.
+func cleanupSocketLB(ctx context.Context) bool {
+	if err := ebpf.Cleanup(""); err != nil {
+		klog.FromContext(ctx).Error(err, "Removing the socket load balancer")
+		return true
+	}
+	return false
+}

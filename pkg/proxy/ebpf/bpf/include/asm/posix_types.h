@@ -1,0 +1,2 @@
+/* See types.h in this directory: the generic uapi definitions, for -target bpf. */
+#include <asm-generic/posix_types.h>
