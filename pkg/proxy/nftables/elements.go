@@ -360,7 +360,7 @@ func appendProto(out []byte, text string) ([]byte, error) {
 }
 
 // keyFields are the field types of each writable set's and map's key
-// (servicerules.go, syncer.go): 'a' an address, 'p' a protocol, 'n' a port.
+// (generator.go, syncer.go): 'a' an address, 'p' a protocol, 'n' a port.
 var keyFields = map[string]string{
 	hairpinConnectionsSet: "aapn",
 	clusterIPsSet:         "a",

@@ -4,13 +4,13 @@
 // endpoints and error paths), on the shared sync shell.
 //
 // Layout:
-//   - plan.go decides, for one service port of the node-local model
+//   - generator.go decides, for one service port of the node-local model
 //     (localnode, with the traffic policy the shell resolved), which HNS
 //     load balancers (cluster IP, node port, external IPs, load balancer
 //     ingress IPs, health check forwards) and endpoints must exist, with
 //     upstream's flags (DSR, IPv6, VIP-external-IP, local routed VIP,
 //     preserve DIP / MUX, source-IP distribution) and source VIP.
-//   - syncer.go is the syncshell.Backend: an authoritative view of the IDs
+//   - backend.go is the syncshell.Backend: an authoritative view of the IDs
 //     it created per service port, applying only the difference for the
 //     Services that changed; full syncs re-read HNS, adopt identical
 //     objects, notice a recreated network and sweep leftovers.
