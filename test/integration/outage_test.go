@@ -130,9 +130,18 @@ func TestAPIServerOutages(t *testing.T) {
 	// (a) The API server crashes; nothing changes meanwhile.
 	phase("apiserver-down")
 	srv.Kill()
-	// Longer than our API probe's 10s period, so the health endpoints are read after
-	// the proxies could have noticed.
-	time.Sleep(12 * time.Second)
+	// Read every second, for longer than a proxy takes to notice (our API probe runs
+	// every 10s and gives up after 5s; a sync period has no pending change to miss).
+	stopWatch := make(chan struct{})
+	var watchers []<-chan struct{}
+	for _, p := range proxies {
+		watchers = append(watchers, p.watchHealth("apiserver-down", stopWatch))
+	}
+	time.Sleep(20 * time.Second)
+	close(stopWatch)
+	for _, w := range watchers {
+		<-w
+	}
 	for _, p := range proxies {
 		p.expect(hasIP(ruleset(p.node.ns), webIP), "apiserver-down: rules for web (%s) gone", webIP)
 	}
@@ -316,59 +325,111 @@ func (p *outageProxy) pollRules(ip string, d time.Duration) (missing, polls int)
 	return missing, polls
 }
 
-// healthSample is what the four health endpoints answered: an HTTP status, or 0 when
-// the connection was refused (the server is not up).
-type healthSample struct {
-	healthz, livez, metricsHealthz, metricsLivez int
-}
+// healthSample is what the four health endpoints answered during a phase, per
+// endpoint the distinct answers in ascending order ("200", or "200,503" if it changed):
+// an HTTP status, or 0 when the connection was refused (the server is not up).
+type healthSample map[string]string
 
-var healthEndpoints = []string{"healthz", "livez", "metrics-healthz", "metrics-livez"}
-
-func (h healthSample) get(endpoint string) int {
-	return map[string]int{"healthz": h.healthz, "livez": h.livez, "metrics-healthz": h.metricsHealthz, "metrics-livez": h.metricsLivez}[endpoint]
+var healthEndpoints = []struct{ name, addr, path string }{
+	{"healthz", healthzAddr, "/healthz"},
+	{"livez", healthzAddr, "/livez"},
+	{"metrics-healthz", metricsAddr, "/healthz"},
+	{"metrics-livez", metricsAddr, "/livez"},
 }
 
 func (h healthSample) String() string {
 	var parts []string
 	for _, e := range healthEndpoints {
-		parts = append(parts, fmt.Sprintf("%s=%d", e, h.get(e)))
+		parts = append(parts, e.name+"="+h[e.name])
 	}
 	return strings.Join(parts, " ")
 }
 
-func (p *outageProxy) sampleHealth(phase string) {
-	code := func(url string) int {
-		c, _, _ := p.node.ns.get(url)
-		return c
-	}
-	h := healthSample{
-		healthz:        code("http://" + healthzAddr + "/healthz"),
-		livez:          code("http://" + healthzAddr + "/livez"),
-		metricsHealthz: code("http://" + metricsAddr + "/healthz"),
-		metricsLivez:   code("http://" + metricsAddr + "/livez"),
+// readHealth adds what the four endpoints answer now to the phase's sample.
+func (p *outageProxy) readHealth(phase string) {
+	codes := map[string]int{}
+	for _, e := range healthEndpoints {
+		codes[e.name], _, _ = p.node.ns.get("http://" + e.addr + e.path)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.health == nil {
 		p.health = map[string]healthSample{}
 	}
-	p.health[phase] = h
-	p.t.Logf("OUTAGE-HEALTHZ impl=%s mode=%s phase=%s %s", p.impl, p.mode, phase, h)
+	h := p.health[phase]
+	if h == nil {
+		h = healthSample{}
+		p.health[phase] = h
+	}
+	for name, code := range codes {
+		seen := map[string]bool{strconv.Itoa(code): true}
+		for _, c := range strings.Split(h[name], ",") {
+			if c != "" {
+				seen[c] = true
+			}
+		}
+		var list []int
+		for c := range seen {
+			n, _ := strconv.Atoi(c)
+			list = append(list, n)
+		}
+		sort.Ints(list)
+		var strs []string
+		for _, n := range list {
+			strs = append(strs, strconv.Itoa(n))
+		}
+		h[name] = strings.Join(strs, ",")
+	}
+}
+
+// watchHealth reads the endpoints every second until stop is closed: in a phase where
+// nothing starts or stops, any change of answer is part of what must match upstream.
+func (p *outageProxy) watchHealth(phase string, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			p.readHealth(phase)
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return done
+}
+
+// sampleHealth reads the endpoints once more at the end of a phase and logs the sample.
+func (p *outageProxy) sampleHealth(phase string) {
+	p.readHealth(phase)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.t.Logf("OUTAGE-HEALTHZ impl=%s mode=%s phase=%s %s", p.impl, p.mode, phase, p.health[phase])
+}
+
+// healthDifference is an answer of ours that differs from upstream's on purpose.
+type healthDifference struct {
+	ours string // what ours must answer instead, as in healthSample
+	why  string
 }
 
 // outageHealthDifferences are the phases and endpoints where ours answers otherwise
 // than upstream on purpose; each is in docs/differences.md. Keyed "phase endpoint".
-var outageHealthDifferences = map[string]string{
-	// Ours starts its metrics server before it waits for the API server; upstream's
-	// comes up only once its Node informer has synced, so it refuses connections.
-	"restart-while-down-sigterm metrics-healthz": "metrics server up while waiting for the API server",
-	"restart-while-down-sigterm metrics-livez":   "metrics server up while waiting for the API server",
-	"restart-while-down-sigkill metrics-healthz": "metrics server up while waiting for the API server",
-	"restart-while-down-sigkill metrics-livez":   "metrics server up while waiting for the API server",
-}
+var outageHealthDifferences = func() map[string]healthDifference {
+	m := map[string]healthDifference{}
+	for _, phase := range []string{"restart-while-down-sigterm", "restart-while-down-sigkill"} {
+		// Ours starts its metrics server before it waits for the API server;
+		// upstream's comes up only once its Node informer has synced, so until the API
+		// server returns it refuses connections (0).
+		m[phase+" metrics-healthz"] = healthDifference{"200", "metrics server up while waiting for the API server"}
+		m[phase+" metrics-livez"] = healthDifference{"404", "metrics server up while waiting for the API server (no /livez there, as upstream)"}
+	}
+	return m
+}()
 
 // compareHealth fails where ours answered otherwise than upstream in the same mode and
-// phase, unless outageHealthDifferences lists it.
+// phase, unless outageHealthDifferences lists it with what ours answered.
 func compareHealth(t *testing.T, proxies []*outageProxy) {
 	t.Helper()
 	byName := map[string]*outageProxy{}
@@ -384,15 +445,17 @@ func compareHealth(t *testing.T, proxies []*outageProxy) {
 		sort.Strings(phases)
 		for _, ph := range phases {
 			o, u := ours.health[ph], up.health[ph]
-			for _, e := range healthEndpoints {
-				if o.get(e) == u.get(e) {
-					continue
+			for _, ep := range healthEndpoints {
+				e := ep.name
+				diff, documented := outageHealthDifferences[ph+" "+e]
+				switch {
+				case documented && o[e] == diff.ours:
+					t.Logf("%s %s %s: ours %s, upstream %s (documented: %s)", mode, ph, e, o[e], u[e], diff.why)
+				case documented:
+					t.Errorf("%s %s %s: ours answers %s, upstream %s; docs/differences.md says ours answers %s (%s)", mode, ph, e, o[e], u[e], diff.ours, diff.why)
+				case o[e] != u[e]:
+					t.Errorf("%s %s %s: ours answers %s, upstream %s", mode, ph, e, o[e], u[e])
 				}
-				if why, ok := outageHealthDifferences[ph+" "+e]; ok {
-					t.Logf("%s %s %s: ours %d, upstream %d (documented: %s)", mode, ph, e, o.get(e), u.get(e), why)
-					continue
-				}
-				t.Errorf("%s %s %s: ours answers %d, upstream %d", mode, ph, e, o.get(e), u.get(e))
 			}
 		}
 	}
