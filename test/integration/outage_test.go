@@ -77,10 +77,13 @@ func TestAPIServerOutages(t *testing.T) {
 	c.setEndpoints("gone", podA)
 	webIP, nodePort := web.Spec.ClusterIP, web.Spec.Ports[0].NodePort
 
+	traffic := newTrafficPhases()
+	traffic.set("start")
+	t.Cleanup(traffic.stop)
 	var proxies []*outageProxy
 	for _, mode := range []string{"iptables", "nftables"} {
 		for _, impl := range []struct{ name, bin string }{{"ours", ours}, {"upstream", upstream}} {
-			p := &outageProxy{t: t, impl: impl.name, mode: mode, bin: impl.bin, nodeName: "node-" + impl.name + "-" + mode}
+			p := &outageProxy{t: t, impl: impl.name, mode: mode, bin: impl.bin, nodeName: "node-" + impl.name + "-" + mode, traffic: traffic}
 			p.node = newProxyNode(t, srv, kubeapiserver.KubeProxy)
 			createNodeObject(t, c, p.nodeName)
 			proxies = append(proxies, p)
@@ -96,15 +99,12 @@ func TestAPIServerOutages(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	traffic := newTrafficPhases()
 	for _, p := range proxies {
-		p.traffic = traffic
 		traffic.start(p.String()+" clusterip", p.node.ns, net.JoinHostPort(webIP, "80"))
 		// nftables mode serves node ports on the Node's InternalIP only (upstream's
 		// default nodePortAddresses "primary"), so both modes are asked there.
 		traffic.start(p.String()+" nodeport", p.node.client, net.JoinHostPort(nodeIP, strconv.Itoa(int(nodePort))))
 	}
-	t.Cleanup(traffic.stop)
 
 	phase := func(name string) {
 		traffic.set(name)
@@ -225,7 +225,7 @@ func TestAPIServerOutages(t *testing.T) {
 
 	// (e) A Service deleted while kube-proxy is stopped loses its rules once it is back.
 	phase("deleted-while-down")
-	parallel(proxies, func(p *outageProxy) { p.kp.stop(0) })
+	parallel(proxies, func(p *outageProxy) { p.stop(syscall.SIGKILL) })
 	for _, p := range proxies {
 		p.expect(hasIP(ruleset(p.node.ns), gone.Spec.ClusterIP), "deleted-while-down: rules for gone (%s) missing before the restart", gone.Spec.ClusterIP)
 	}
@@ -258,20 +258,48 @@ type outageProxy struct {
 	kp       *kubeProxy
 	traffic  *trafficPhases
 
-	mu     sync.Mutex
-	health map[string]healthSample
-	notes  []string
+	mu       sync.Mutex
+	stopping map[*kubeProxy]bool // processes the test ended (or is ending)
+	health   map[string]healthSample
+	notes    []string
 }
 
 func (p *outageProxy) String() string { return p.impl + "/" + p.mode }
 
 func (p *outageProxy) start() {
-	p.kp = startProxyBinary(p.t, p.bin, p.impl+" kube-proxy", p.node.ns, p.node.kubeconfig, p.mode, p.nodeName,
+	kp := startProxyBinary(p.t, p.bin, p.impl+" kube-proxy", p.node.ns, p.node.kubeconfig, p.mode, p.nodeName,
 		"--iptables-sync-period="+outageSyncPeriod.String())
+	p.mu.Lock()
+	p.kp = kp
+	p.mu.Unlock()
+	// Runs before startProxyBinary's cleanup kills the process.
+	p.t.Cleanup(func() { p.markStopping(kp) })
+	// An exit the test did not ask for is reported with the phase it happened in: a
+	// kube-proxy giving up on the API server may take longer than the phase that
+	// caused it.
+	go func() {
+		<-kp.exited
+		p.mu.Lock()
+		asked := p.stopping[kp]
+		p.mu.Unlock()
+		if !asked {
+			p.expect(false, "kube-proxy exited on its own during phase %s: %v", p.traffic.current(), kp.err)
+		}
+	}()
 }
 
-// restart ends kube-proxy with sig and starts it again.
-func (p *outageProxy) restart(sig syscall.Signal) {
+func (p *outageProxy) markStopping(kp *kubeProxy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping == nil {
+		p.stopping = map[*kubeProxy]bool{}
+	}
+	p.stopping[kp] = true
+}
+
+// stop ends kube-proxy with sig and waits for it (SIGKILL after 10s).
+func (p *outageProxy) stop(sig syscall.Signal) {
+	p.markStopping(p.kp)
 	_ = p.kp.cmd.Process.Signal(sig)
 	select {
 	case <-p.kp.exited:
@@ -279,6 +307,11 @@ func (p *outageProxy) restart(sig syscall.Signal) {
 		p.expect(false, "%s did not exit within 10s of %s", p, sig)
 		p.kp.stop(0)
 	}
+}
+
+// restart ends kube-proxy with sig and starts it again.
+func (p *outageProxy) restart(sig syscall.Signal) {
+	p.stop(sig)
 	p.start()
 }
 
@@ -546,6 +579,12 @@ func (tp *trafficPhases) result(phase, owner string) (attempts, failed int, firs
 		return c.attempts, c.failed, c.firstErr
 	}
 	return 0, 0, ""
+}
+
+func (tp *trafficPhases) current() string {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.phase
 }
 
 func (tp *trafficPhases) stop() {
