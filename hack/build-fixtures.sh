@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Builds the upstream kube-apiserver and etcd binaries the API-server integration tests run,
+# and upstream's kube-proxy, which test/integration's outage test runs beside ours,
 # from the nested fixture modules test/apiserver and test/etcd (the only place k8s.io/kubernetes
 # may appear). Binaries are cached by version outside the repo and rebuilt only when missing.
 # Prints the cache directory on success.
@@ -12,8 +13,9 @@ mkdir -p "$cache"
 
 apiserver="$cache/kube-apiserver-$k8s_version"
 etcd="$cache/etcd-$etcd_version"
+kubeproxy="$cache/kube-proxy-$k8s_version"
 
-if [ -x "$apiserver" ] && [ -x "$etcd" ]; then
+if [ -x "$apiserver" ] && [ -x "$etcd" ] && [ -x "$kubeproxy" ]; then
   echo "$cache"
   exit 0
 fi
@@ -24,7 +26,7 @@ fi
 # script in the background and run the unit tests meanwhile.
 exec 9>"$cache/.build.lock"
 flock 9
-if [ -x "$apiserver" ] && [ -x "$etcd" ]; then
+if [ -x "$apiserver" ] && [ -x "$etcd" ] && [ -x "$kubeproxy" ]; then
   echo "$cache"
   exit 0
 fi
@@ -43,6 +45,22 @@ if [ ! -x "$apiserver" ]; then
     -ldflags "-s -w -X $v.gitVersion=$k8s_version -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean -X $v.buildDate=2026-01-01T00:00:00Z" \
     -o "$apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
   mv "$apiserver.tmp" "$apiserver"
+fi
+if [ ! -x "$kubeproxy" ]; then
+  # hack/conformance.sh builds kube-proxy from the same module, version and ldflags; reuse it.
+  conformance_kp=${KUBE_PROXY_CONFORMANCE_CACHE:-/var/cache/kube-proxy-conformance}/$k8s_version/kube-proxy
+  if [ -x "$conformance_kp" ]; then
+    cp "$conformance_kp" "$kubeproxy.tmp"
+  else
+    # Built with kube-apiserver's settings (cgo as the toolchain defaults) so that most of
+    # it comes from the build cache that build just filled (not timed cold; kube-proxy is a
+    # small part of what kube-apiserver compiles).
+    v=k8s.io/component-base/version
+    (cd "$root/test/apiserver" && go build -trimpath \
+      -ldflags "-s -w -X $v.gitVersion=$k8s_version -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean -X $v.buildDate=2026-01-01T00:00:00Z" \
+      -o "$kubeproxy.tmp" k8s.io/kubernetes/cmd/kube-proxy)
+  fi
+  mv "$kubeproxy.tmp" "$kubeproxy"
 fi
 if [ ! -x "$etcd" ]; then
   (cd "$root/test/etcd" && go build -trimpath -ldflags "-s -w" -o "$etcd.tmp" go.etcd.io/etcd/server/v3)

@@ -445,19 +445,23 @@ func runModeInNetns(t *testing.T, bin, mode string) {
 			t.Logf("kube-proxy (unreachable API server) output:\n%s", stderr2.String())
 		}
 	}()
-	eventually(t, "/healthz to report the unreachable API server", 30*time.Second, func() bool {
+	eventually(t, "/healthz/apiserver to report the unreachable API server", 30*time.Second, func() bool {
 		select {
 		case err := <-exited2:
 			stopped2 = true
 			t.Fatalf("kube-proxy exited with the API server unreachable: %v", err)
 		default:
 		}
-		code, body := httpGet(ns, "http://"+metrics+"/healthz")
+		code, body := httpGet(ns, "http://"+metrics+"/healthz/apiserver")
 		return code == 503 && strings.Contains(body, "API server unreachable")
 	}, func() string {
-		code, body := httpGet(ns, "http://"+metrics+"/healthz")
+		code, body := httpGet(ns, "http://"+metrics+"/healthz/apiserver")
 		return fmt.Sprintf("%d %s", code, body)
 	})
+	// /healthz itself says only that the process serves, as upstream's does.
+	if code, body := httpGet(ns, "http://"+metrics+"/healthz"); code != 200 {
+		t.Errorf("metrics /healthz with the API server unreachable: %d %s, want 200 (as upstream)", code, body)
+	}
 	if after := stableRules(t, ns, mode); after != before {
 		t.Errorf("rules changed while the API server was unreachable:\nbefore:\n%s\nafter:\n%s", before, after)
 	}

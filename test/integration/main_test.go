@@ -154,7 +154,14 @@ type kubeProxy struct {
 // The process is killed in t.Cleanup (its output is logged if the test failed).
 func startKubeProxy(t *testing.T, ns *netNS, kubeconfig, mode, nodeName string, extra ...string) *kubeProxy {
 	t.Helper()
-	args := []string{"netns", "exec", ns.name, kubeProxyBinary(t),
+	return startProxyBinary(t, kubeProxyBinary(t), "kube-proxy", ns, kubeconfig, mode, nodeName, extra...)
+}
+
+// startProxyBinary is startKubeProxy for any kube-proxy binary (ours or upstream's,
+// which take the same flags); label names it in the output logged on failure.
+func startProxyBinary(t *testing.T, bin, label string, ns *netNS, kubeconfig, mode, nodeName string, extra ...string) *kubeProxy {
+	t.Helper()
+	args := []string{"netns", "exec", ns.name, bin,
 		"--kubeconfig=" + kubeconfig,
 		"--proxy-mode=" + mode,
 		"--hostname-override=" + nodeName,
@@ -178,7 +185,7 @@ func startKubeProxy(t *testing.T, ns *netNS, kubeconfig, mode, nodeName string, 
 	t.Cleanup(func() {
 		p.stop(5 * time.Second)
 		if t.Failed() {
-			t.Logf("--- kube-proxy (%s) output tail ---\n%s", mode, lastLines(p.out.String(), 60))
+			t.Logf("--- %s (%s) output tail ---\n%s", label, mode, lastLines(p.out.String(), 60))
 		}
 	})
 	return p

@@ -86,3 +86,58 @@ func RequireBinaries(tb testing.TB) Binaries {
 	}
 	return b
 }
+
+// DefaultConformanceCacheDir is where hack/conformance.sh keeps upstream's cluster
+// binaries (per version) unless KUBE_PROXY_CONFORMANCE_CACHE says otherwise; its
+// kube-proxy is the same build as the fixture cache's.
+const DefaultConformanceCacheDir = "/var/cache/kube-proxy-conformance"
+
+// FindUpstreamKubeProxy locates upstream's kube-proxy APIServerVersion, for tests that
+// run it side by side with ours: KUBE_PROXY_UPSTREAM_BIN wins, then
+// kube-proxy-<version> in the fixture cache (hack/build-fixtures.sh builds it), then
+// hack/conformance.sh's cache. The error names every path tried.
+func FindUpstreamKubeProxy() (string, error) {
+	var candidates []string
+	if env := os.Getenv("KUBE_PROXY_UPSTREAM_BIN"); env != "" {
+		candidates = []string{env}
+	} else {
+		conformance := os.Getenv("KUBE_PROXY_CONFORMANCE_CACHE")
+		if conformance == "" {
+			conformance = DefaultConformanceCacheDir
+		}
+		candidates = []string{
+			filepath.Join(cacheDir(), "kube-proxy-"+APIServerVersion),
+			filepath.Join(conformance, APIServerVersion, "kube-proxy"),
+		}
+	}
+	var errs []error
+	for _, path := range candidates {
+		info, err := os.Stat(path)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case info.IsDir() || info.Mode()&0o111 == 0:
+			errs = append(errs, fmt.Errorf("%s is not an executable file", path))
+		default:
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("upstream kube-proxy %s: %w (run hack/build-fixtures.sh, or set KUBE_PROXY_UPSTREAM_BIN)", APIServerVersion, errors.Join(errs...))
+}
+
+// RequireUpstreamKubeProxy returns upstream's kube-proxy, or ends the test: a skip
+// naming what is missing, or a failure when Required.
+func RequireUpstreamKubeProxy(tb testing.TB) string {
+	tb.Helper()
+	path, err := FindUpstreamKubeProxy()
+	if err != nil && Required() && awaitBuild(tb, cacheDir()) {
+		path, err = FindUpstreamKubeProxy()
+	}
+	if err != nil {
+		if Required() {
+			tb.Fatalf("KUBE_PROXY_REQUIRE_APISERVER=1 but %v", err)
+		}
+		tb.Skipf("needs upstream's kube-proxy to compare with: %v", err)
+	}
+	return path
+}

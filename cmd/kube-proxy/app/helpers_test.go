@@ -194,7 +194,8 @@ func TestExpandNodePortAddressKeywords(t *testing.T) {
 	}
 }
 
-// An unreachable API server is retried and /healthz on the metrics port says why.
+// An unreachable API server is retried and /healthz/apiserver on the metrics port says
+// why, while /healthz stays 200 as upstream's does (it only says the process serves).
 func TestMetricsHealthzReportsUnreachableAPIServer(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -219,7 +220,12 @@ func TestMetricsHealthzReportsUnreachableAPIServer(t *testing.T) {
 
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		resp, err := http.Get(srv.URL + "/healthz")
+		if resp, err := http.Get(srv.URL + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz while the API server is unreachable: %v %v, want 200 (as upstream)", resp, err)
+		} else {
+			_ = resp.Body.Close()
+		}
+		resp, err := http.Get(srv.URL + "/healthz/apiserver")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +239,7 @@ func TestMetricsHealthzReportsUnreachableAPIServer(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/healthz still %d: %q", resp.StatusCode, body[:n])
+			t.Fatalf("/healthz/apiserver still %d: %q", resp.StatusCode, body[:n])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -249,7 +255,7 @@ func TestMetricsHealthzReportsUnreachableAPIServer(t *testing.T) {
 	defer api.Close()
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(srv.URL + "/healthz")
+		resp, err := http.Get(srv.URL + "/healthz/apiserver")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +264,7 @@ func TestMetricsHealthzReportsUnreachableAPIServer(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/healthz did not recover: %d", resp.StatusCode)
+			t.Fatalf("/healthz/apiserver did not recover: %d", resp.StatusCode)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

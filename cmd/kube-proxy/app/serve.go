@@ -1,6 +1,6 @@
 package app
 
-// HTTP serving: the metrics server (metrics, its /healthz with the API-server probe,
+// HTTP serving: the metrics server (metrics, /healthz, /healthz/apiserver with the API-server probe,
 // /configz, /flagz, /proxyMode, optional pprof) and the proxier health server. Both
 // come up with retries every 5s, or, with bindAddressHardFail, report their first
 // failure so Run can exit.
@@ -37,7 +37,7 @@ import (
 )
 
 // startMetricsServer serves metricsBindAddress and, when there is an API server, probes
-// it for the metrics server's /healthz. With bindAddressHardFail a bind failure is
+// it for the metrics server's /healthz/apiserver. With bindAddressHardFail a bind failure is
 // reported on s.metricsErrCh.
 func (s *ProxyServer) startMetricsServer(ctx context.Context) {
 	if s.Config.BindAddressHardFail {
@@ -79,7 +79,8 @@ func setConfigz(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
 	return nil
 }
 
-// apiHealth remembers whether the API server answered the last probe, for /healthz.
+// apiHealth remembers whether the API server answered the last probe, for
+// /healthz/apiserver.
 type apiHealth struct {
 	mu    sync.Mutex
 	err   error
@@ -183,22 +184,23 @@ func serveHealthz(ctx context.Context, hz *healthcheck.ProxyHealthServer, errCh 
 // ServeMux (no k8s.io/apiserver).
 func newMetricsMux(proxyMode kubeproxyconfig.ProxyMode, enableProfiling bool, flags *pflag.FlagSet, api *apiHealth) *http.ServeMux {
 	mux := http.NewServeMux()
+	// /healthz answers as upstream's does: the process serves (component-base's ping
+	// check and nothing else). It deliberately ignores the API server: a liveness probe
+	// pointed here must not restart every kube-proxy of a cluster during an API server
+	// outage, when the rules they keep are what still carries traffic.
 	healthz := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if err := api.check(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "[+]ping ok\n[-]apiserver failed: %v\nhealthz check failed\n", err)
-			return
-		}
 		if _, verbose := r.URL.Query()["verbose"]; verbose {
-			fmt.Fprint(w, "[+]ping ok\n[+]apiserver ok\nhealthz check passed\n")
+			fmt.Fprint(w, "[+]ping ok\nhealthz check passed\n")
 			return
 		}
 		fmt.Fprint(w, "ok")
 	}
 	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/healthz/ping", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	// Added path (upstream has none): whether the API server answered the last probe,
+	// and if not why (unreachable, or refusing kube-proxy's identity).
 	mux.HandleFunc("/healthz/apiserver", func(w http.ResponseWriter, _ *http.Request) {
 		if err := api.check(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

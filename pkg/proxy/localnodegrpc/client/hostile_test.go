@@ -55,10 +55,13 @@ func startFake(t *testing.T, addr string, watch func(*localnodev1.WatchRequest, 
 	return addr, f
 }
 
-// endless sends up to events events of ops without ever completing the batch, then
-// holds the stream open. A client without bounds would grow until the server stops:
-// the cap keeps a regression from exhausting the test machine's memory, and makes it
-// a timeout instead.
+// endless sends events events of ops without ever completing the batch, then ends the
+// stream. A client without bounds would keep growing for as long as the server sends:
+// the cap keeps a regression from exhausting the test machine's memory, and ending the
+// stream turns it into a wrong error ("server closed the stream") at once. The tests set
+// no deadline of their own: a bounded client fails the stream after a fixed amount of
+// work, however slow the machine, so a clock could only add false failures (this one
+// hit a 30s deadline under -race with the load average at 23 on 2 cores).
 func endless(ops []*localnodev1.Op, events int) func(*localnodev1.WatchRequest, localnodev1.LocalNode_WatchServer) error {
 	return func(_ *localnodev1.WatchRequest, stream localnodev1.LocalNode_WatchServer) error {
 		ev := &localnodev1.WatchEvent{InstanceId: "hostile", Reset_: true, Ops: ops}
@@ -68,7 +71,6 @@ func endless(ops []*localnodev1.Op, events int) func(*localnodev1.WatchRequest, 
 			}
 			ev = &localnodev1.WatchEvent{InstanceId: "hostile", Ops: ops}
 		}
-		<-stream.Context().Done()
 		return nil
 	}
 }
@@ -109,10 +111,8 @@ func TestWatchOnceBoundsUnsyncedBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			applied := 0
-			_, _, err = client.WatchOnceWithLimits(ctx, conn, &localnodev1.WatchRequest{Global: true}, tc.limits, func(*client.Batch) error { applied++; return nil })
+			_, _, err = client.WatchOnceWithLimits(t.Context(), conn, &localnodev1.WatchRequest{Global: true}, tc.limits, func(*client.Batch) error { applied++; return nil })
 			if err == nil || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.wantMsg)
 			}
@@ -141,9 +141,7 @@ func TestWatchOnceDefaultBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, _, err = client.WatchOnce(ctx, conn, &localnodev1.WatchRequest{Global: true}, func(*client.Batch) error { return nil })
+	_, _, err = client.WatchOnce(t.Context(), conn, &localnodev1.WatchRequest{Global: true}, func(*client.Batch) error { return nil })
 	var le *client.LimitError
 	if !errors.As(err, &le) || le.Limit != "MaxPendingObjects" || le.Max != client.DefaultMaxPendingObjects {
 		t.Fatalf("err = %v, want the default MaxPendingObjects exceeded", err)
