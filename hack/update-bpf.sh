@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the BPF objects of pkg/proxy/ebpf (socketlb_bpfel.go and .o) from
-# bpf/socketlb.c with bpf2go, at the version pinned in the package's //go:generate line,
-# and Debian's clang (clang 14 on bookworm; another clang may emit different bytes).
+# Regenerates the BPF object of pkg/proxy/ebpf from bpf/socketlb.c with bpf2go, at the
+# version pinned in the package's //go:generate line, and Debian's clang (clang 14 on
+# bookworm; another clang may emit different bytes). hack/bpfobject then turns the object
+# into Go source (socketlb_bpfel_object.go) beside bpf2go's loader (socketlb_bpfel.go), so
+# no binary file is committed.
 #
 #   hack/update-bpf.sh           regenerate in place
 #   hack/update-bpf.sh --verify  regenerate into a temporary copy and fail if the
@@ -35,10 +37,11 @@ if [ "${1:-}" = "--verify" ]; then
 fi
 # bpf2go reads the package name from GOPACKAGE, as go generate sets it.
 (cd "$work" && GOPACKAGE=ebpf GOFLAGS=-mod=mod sh -c "$cmd")
+(cd "$root" && go run ./hack/bpfobject -dir "$work" -name socketlb -package ebpf)
 
 if [ "${1:-}" = "--verify" ]; then
   status=0
-  for f in socketlb_bpfel.go socketlb_bpfel.o; do
+  for f in socketlb_bpfel.go socketlb_bpfel_object.go; do
     if ! cmp -s "$tmp/$f" "$root/$pkg/$f"; then
       echo "update-bpf: $pkg/$f differs from what $pkg/bpf/socketlb.c generates; run hack/update-bpf.sh" >&2
       status=1

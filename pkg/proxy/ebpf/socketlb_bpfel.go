@@ -5,7 +5,6 @@ package ebpf
 
 import (
 	"bytes"
-	_ "embed"
 	"fmt"
 	"io"
 	"structs"
@@ -246,8 +245,3 @@ func _SocketlbClose(closers ...io.Closer) error {
 	}
 	return nil
 }
-
-// Do not access this directly.
-//
-//go:embed socketlb_bpfel.o
-var _SocketlbBytes []byte
