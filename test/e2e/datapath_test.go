@@ -359,7 +359,7 @@ func TestDatapath(t *testing.T) {
 				s := w.services["udp"]
 				s.eps = ready(w.u2)
 				writeService(t, w.dir, s)
-				took := eventually(t, "UDP from the same socket to reach the new pod", syncPeriod+2*time.Second, func() (bool, string) {
+				took := eventually(t, "UDP from the same socket to reach the new pod", syncPeriod+changeSlack(t), func() (bool, string) {
 					r, err := u.ask(200 * time.Millisecond)
 					return err == nil && r.pod == w.u2.name, fmt.Sprint(r, err)
 				})
@@ -374,13 +374,13 @@ func TestDatapath(t *testing.T) {
 			s.eps = ready(w.a2)
 			writeService(t, w.dir, s)
 			// a3 keeps serving, so only the rules can keep new connections from it.
-			eventually(t, "connections to stop reaching the removed endpoint", syncPeriod+2*time.Second, func() (bool, string) {
+			eventually(t, "connections to stop reaching the removed endpoint", syncPeriod+changeSlack(t), func() (bool, string) {
 				seen := spread(t, w.client.ns, addr, 10, dialOpts{})
 				return len(seen) == 1 && seen[w.a2.name] == 10, fmt.Sprint(seen)
 			})
 			s.eps = ready(w.a2, w.a3)
 			writeService(t, w.dir, s)
-			eventually(t, "the re-added endpoint to be reached again", syncPeriod+2*time.Second, func() (bool, string) {
+			eventually(t, "the re-added endpoint to be reached again", syncPeriod+changeSlack(t), func() (bool, string) {
 				seen := spread(t, w.client.ns, addr, 10, dialOpts{})
 				return seen[w.a3.name] > 0, fmt.Sprint(seen)
 			})
@@ -393,7 +393,7 @@ func TestDatapath(t *testing.T) {
 			s := w.services["portchange"]
 			s.port = 8081
 			writeService(t, w.dir, s)
-			eventually(t, "the new port to answer and the old one not", syncPeriod+2*time.Second, func() (bool, string) {
+			eventually(t, "the new port to answer and the old one not", syncPeriod+changeSlack(t), func() (bool, string) {
 				_, errNew := askTCP(w.client.ns, hostPort("198.19.0.25", 8081), dialOpts{timeout: 500 * time.Millisecond})
 				_, errOld := askTCP(w.client.ns, hostPort("198.19.0.25", 80), dialOpts{timeout: 500 * time.Millisecond})
 				return errNew == nil && errOld != nil, fmt.Sprintf("new port: %v, old port: %v", errNew, errOld)

@@ -210,3 +210,11 @@ func TestFlushRepair(t *testing.T) {
 		}
 	})
 }
+
+// changeSlack is what the datapath cases allow beyond one sync period for a manifest
+// edit to reach the rules: 2 s on a real machine, times slackScale in the emulated guest,
+// where a sync that carries the periodic drift check (an iptables-save, an ipset listing)
+// took 2–8 s under TCG on a loaded host and a 4 s allowance failed one run in three.
+func changeSlack(t *testing.T) time.Duration {
+	return time.Duration(float64(2*time.Second) * slackScale(t))
+}
