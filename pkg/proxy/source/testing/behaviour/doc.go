@@ -1,4 +1,4 @@
-// Package scenarios is the one behaviour table every proxier's tests run:
+// Package behaviour is the one behaviour table every proxier's tests run:
 // a list of clusters (Services, EndpointSlices, this node's topology) and,
 // for packets sent into each, the outcome the node must give them, written
 // without reference to any rule syntax (DNAT to one of these endpoints,
@@ -20,4 +20,4 @@
 //
 // Allowed imports: the standard library, k8s.io/{api,apimachinery,utils} and
 // pkg/proxy/source/testing (the fixture builders).
-package scenarios
+package behaviour
