@@ -3,12 +3,14 @@
 package iptables
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/kube-proxy/pkg/proxy/source/testing/behaviour"
+	"k8s.io/kube-proxy/pkg/proxy/trace"
 )
 
 // scenarioAddresses places the shared behaviour table in this package's
@@ -46,71 +48,39 @@ func TestScenarios(t *testing.T) {
 				}
 				env.start(t)
 				tr := env.tracer(t)
+				if tr.err != nil {
+					t.Fatalf("reading the ruleset: %v", tr.err)
+				}
 				return func(t testing.TB, p behaviour.Packet) behaviour.Outcome {
 					t.Helper()
-					pk := packet{src: p.Src, dst: p.Dst, proto: strings.ToLower(string(p.Protocol)), dport: p.Port}
-					switch p.From {
-					case behaviour.FromPod:
-						pk.from, pk.iif = fromPod, "veth1"
-					case behaviour.FromExternal:
-						pk.from, pk.iif = fromExternal, "eth0"
-					case behaviour.FromNode:
-						pk.from = fromHost
-					}
-					outs, err := tr.trace(pk)
-					if err != nil {
-						t.Fatalf("trace %s: %v", p, err)
-					}
-					var os []tracedOutcome
-					for _, o := range outs {
-						os = append(os, tracedOutcome{verdict: o.verdict, dnat: o.dnat, masq: o.masq, affinity: len(o.recentSet) > 0})
-					}
-					return foldOutcomes(t, p, os)
+					return traceBehaviour(t, tr.ipt, &tr.node, p)
 				}
 			})
 		})
 	}
 }
 
-// tracedOutcome is one path of a traced packet.
-type tracedOutcome struct {
-	verdict  string // ACCEPT, DROP, REJECT
-	dnat     string
-	masq     bool
-	affinity bool
-}
-
-// foldOutcomes turns the paths a packet may take into one behaviour: every
-// path must agree on the verdict and on masquerading, or the table's terms
-// cannot describe it and the test fails.
-func foldOutcomes(t testing.TB, p behaviour.Packet, outs []tracedOutcome) behaviour.Outcome {
+// traceBehaviour traces p through ipt, arriving over a pod's veth, the
+// node's uplink or from a host process, and sums the result up.
+func traceBehaviour(t testing.TB, ipt *trace.IPTables, node *trace.Node, p behaviour.Packet) behaviour.Outcome {
 	t.Helper()
-	if len(outs) == 0 {
-		t.Fatalf("%s: no outcome", p)
+	pk := trace.Packet{Src: netip.MustParseAddr(p.Src), Dst: netip.MustParseAddr(p.Dst),
+		Protocol: strings.ToLower(string(p.Protocol)), Port: uint16(p.Port)}
+	switch p.From {
+	case behaviour.FromPod:
+		pk.From, pk.InInterface = trace.FromPod, "veth1"
+	case behaviour.FromExternal:
+		pk.From, pk.InInterface = trace.FromExternal, "eth0"
+	case behaviour.FromNode:
+		pk.From = trace.FromHost
 	}
-	var res behaviour.Outcome
-	for i, o := range outs {
-		var v behaviour.Verdict
-		switch {
-		case o.verdict == "ACCEPT" && o.dnat != "":
-			v = behaviour.DNAT
-		case o.verdict == "ACCEPT":
-			v = behaviour.NoMatch
-		case o.verdict == "REJECT":
-			v = behaviour.Reject
-		case o.verdict == "DROP":
-			v = behaviour.Drop
-		default:
-			t.Fatalf("%s: verdict %q", p, o.verdict)
-		}
-		if i > 0 && (v != res.Verdict || o.masq != res.Masquerade) {
-			t.Fatalf("%s: paths disagree: %+v", p, outs)
-		}
-		res.Verdict, res.Masquerade = v, o.masq
-		res.Affinity = res.Affinity || o.affinity
-		if o.dnat != "" {
-			res.Endpoints = append(res.Endpoints, o.dnat)
-		}
+	res, err := ipt.Trace(pk, node)
+	if err != nil {
+		t.Fatalf("trace %s: %v", p, err)
 	}
-	return res
+	out, err := behaviour.FromTrace(res)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return out
 }

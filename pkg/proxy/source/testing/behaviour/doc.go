@@ -18,6 +18,7 @@
 //
 // It is test support only: production code never imports it.
 //
-// Allowed imports: the standard library, k8s.io/{api,apimachinery,utils} and
-// pkg/proxy/source/testing (the fixture builders).
+// Allowed imports: the standard library, k8s.io/{api,apimachinery,utils},
+// pkg/proxy/source/testing (the fixture builders) and pkg/proxy/trace (the
+// packet tracer whose results FromTrace reads).
 package behaviour
