@@ -151,7 +151,7 @@ func Table(a, other Addresses) []Scenario {
 			{Name: "node port from outside is dropped",
 				Packet: tcp(FromExternal, a.External, a.Node, nodePort), Want: Outcome{Verdict: Drop},
 				Except: map[Proxier]Deviation{
-					IPVS:      {dnat(false, remote1), "upstream's ipvs proxier falls back to every endpoint when none is local"},
+					IPVS:      {dnat(false, remote1), "upstream's ipvs proxier falls back to every endpoint when none is local (kubernetes PR 97081), so local pods keep access"},
 					WinKernel: {Outcome{Verdict: NoMatch}, winNoReject},
 				}},
 			{Name: "the cluster IP uses the remote endpoint",
