@@ -3,14 +3,11 @@
 package iptables
 
 import (
-	"net/netip"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/kube-proxy/pkg/proxy/source/testing/behaviour"
-	"k8s.io/kube-proxy/pkg/proxy/trace"
 )
 
 // scenarioAddresses places the shared behaviour table in this package's
@@ -51,36 +48,10 @@ func TestScenarios(t *testing.T) {
 				if tr.err != nil {
 					t.Fatalf("reading the ruleset: %v", tr.err)
 				}
-				return func(t testing.TB, p behaviour.Packet) behaviour.Outcome {
-					t.Helper()
-					return traceBehaviour(t, tr.ipt, &tr.node, p)
+				return func(p behaviour.Packet) (behaviour.Outcome, error) {
+					return behaviour.Trace(tr.ipt, &tr.node, behaviour.Interfaces{Pod: "veth1", Uplink: "eth0"}, p)
 				}
 			})
 		})
 	}
-}
-
-// traceBehaviour traces p through ipt, arriving over a pod's veth, the
-// node's uplink or from a host process, and sums the result up.
-func traceBehaviour(t testing.TB, ipt *trace.IPTables, node *trace.Node, p behaviour.Packet) behaviour.Outcome {
-	t.Helper()
-	pk := trace.Packet{Src: netip.MustParseAddr(p.Src), Dst: netip.MustParseAddr(p.Dst),
-		Protocol: strings.ToLower(string(p.Protocol)), Port: uint16(p.Port)}
-	switch p.From {
-	case behaviour.FromPod:
-		pk.From, pk.InInterface = trace.FromPod, "veth1"
-	case behaviour.FromExternal:
-		pk.From, pk.InInterface = trace.FromExternal, "eth0"
-	case behaviour.FromNode:
-		pk.From = trace.FromHost
-	}
-	res, err := ipt.Trace(pk, node)
-	if err != nil {
-		t.Fatalf("trace %s: %v", p, err)
-	}
-	out, err := behaviour.FromTrace(res)
-	if err != nil {
-		t.Fatalf("%s: %v", p, err)
-	}
-	return out
 }

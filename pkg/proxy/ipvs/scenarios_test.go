@@ -3,12 +3,9 @@
 package ipvs
 
 import (
-	"net/netip"
-	"strings"
 	"testing"
 
 	"k8s.io/kube-proxy/pkg/proxy/source/testing/behaviour"
-	ptrace "k8s.io/kube-proxy/pkg/proxy/trace"
 )
 
 // scenarioAddresses places the shared behaviour table in this package's
@@ -51,27 +48,8 @@ func TestScenarios(t *testing.T) {
 						t.Log(env.dump(t))
 					}
 				})
-				return func(t testing.TB, pk behaviour.Packet) behaviour.Outcome {
-					t.Helper()
-					tp := ptrace.Packet{Src: netip.MustParseAddr(pk.Src), Dst: netip.MustParseAddr(pk.Dst),
-						Protocol: strings.ToLower(string(pk.Protocol)), Port: uint16(pk.Port)}
-					switch pk.From {
-					case behaviour.FromPod:
-						tp.From, tp.InInterface = ptrace.FromPod, testBridge
-					case behaviour.FromExternal:
-						tp.From, tp.InInterface = ptrace.FromExternal, testUplink
-					case behaviour.FromNode:
-						tp.From = ptrace.FromHost
-					}
-					res, err := tr.ipvs.Trace(tp, tr.node)
-					if err != nil {
-						t.Fatalf("trace %s: %v", pk, err)
-					}
-					out, err := behaviour.FromTrace(res)
-					if err != nil {
-						t.Fatalf("%s: %v", pk, err)
-					}
-					return out
+				return func(pk behaviour.Packet) (behaviour.Outcome, error) {
+					return behaviour.Trace(tr.ipvs, tr.node, behaviour.Interfaces{Pod: testBridge, Uplink: testUplink}, pk)
 				}
 			})
 		})

@@ -3,14 +3,11 @@
 package nftables
 
 import (
-	"net/netip"
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/kube-proxy/pkg/proxy/source/testing/behaviour"
-	"k8s.io/kube-proxy/pkg/proxy/trace"
 )
 
 // scenarioAddresses places the shared behaviour table in this package's
@@ -48,27 +45,8 @@ func TestScenarios(t *testing.T) {
 				}
 				startProxier(p, sc.Services, sc.Slices)
 				tr := newTracer(t, fake.Fake, tf.nodeIP)
-				return func(t testing.TB, pk behaviour.Packet) behaviour.Outcome {
-					t.Helper()
-					tp := trace.Packet{Src: netip.MustParseAddr(pk.Src), Dst: netip.MustParseAddr(pk.Dst),
-						Protocol: strings.ToLower(string(pk.Protocol)), Port: uint16(pk.Port)}
-					switch pk.From {
-					case behaviour.FromPod:
-						tp.From, tp.InInterface = trace.FromPod, "veth1"
-					case behaviour.FromExternal:
-						tp.From, tp.InInterface = trace.FromExternal, "eth0"
-					case behaviour.FromNode:
-						tp.From = trace.FromHost
-					}
-					res, err := tr.nft.Trace(tp, &tr.node)
-					if err != nil {
-						t.Fatalf("trace %s: %v", pk, err)
-					}
-					out, err := behaviour.FromTrace(res)
-					if err != nil {
-						t.Fatalf("%s: %v", pk, err)
-					}
-					return out
+				return func(pk behaviour.Packet) (behaviour.Outcome, error) {
+					return behaviour.Trace(tr.nft, &tr.node, behaviour.Interfaces{Pod: "veth1", Uplink: "eth0"}, pk)
 				}
 			})
 		})

@@ -1,6 +1,7 @@
 package winkernel
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -54,10 +55,7 @@ func TestScenarios(t *testing.T) {
 						t.Logf("HNS state:\n%s", describe(e.hns))
 					}
 				})
-				return func(t testing.TB, pk behaviour.Packet) behaviour.Outcome {
-					t.Helper()
-					return hnsBehaviour(t, e, pk)
-				}
+				return func(pk behaviour.Packet) (behaviour.Outcome, error) { return hnsBehaviour(e, pk) }
 			})
 		})
 	}
@@ -70,8 +68,7 @@ func TestScenarios(t *testing.T) {
 // is not the proxier's. HNS has no source filter and no reject, and its
 // SNAT is not visible in the fake, so Outcome.Masquerade stays false (the
 // table says so for winkernel where it expects masquerading).
-func hnsBehaviour(t testing.TB, e *env, pk behaviour.Packet) behaviour.Outcome {
-	t.Helper()
+func hnsBehaviour(e *env, pk behaviour.Packet) (behaviour.Outcome, error) {
 	var proto uint32
 	switch pk.Protocol {
 	case v1.ProtocolTCP:
@@ -101,24 +98,24 @@ func hnsBehaviour(t testing.TB, e *env, pk behaviour.Packet) behaviour.Outcome {
 	}
 	switch len(taken) {
 	case 0:
-		return behaviour.Outcome{Verdict: behaviour.NoMatch}
+		return behaviour.Outcome{Verdict: behaviour.NoMatch}, nil
 	case 1:
 	default:
-		t.Fatalf("%s: %d load balancers take the packet", pk, len(taken))
+		return behaviour.Outcome{}, fmt.Errorf("%s: %d load balancers take the packet", pk, len(taken))
 	}
 	lb := taken[0]
 	out := behaviour.Outcome{Verdict: behaviour.DNAT, Affinity: lb.PortMappings[0].Distribution != hcnapi.DistributionNone}
 	for _, id := range lb.Endpoints {
 		ep, ok := eps[id]
 		if !ok || len(ep.IPs) == 0 {
-			t.Fatalf("%s: load balancer %s has endpoint %s that HNS does not know", pk, lb.ID, id)
+			return behaviour.Outcome{}, fmt.Errorf("%s: load balancer %s has endpoint %s that HNS does not know", pk, lb.ID, id)
 		}
 		out.Endpoints = append(out.Endpoints, net.JoinHostPort(ep.IPs[0], strconv.Itoa(int(lb.PortMappings[0].InternalPort))))
 	}
 	if len(out.Endpoints) == 0 {
 		// HNS refuses to create a load balancer without endpoints; the
 		// fake keeping one would be a proxier bug the table should show.
-		t.Fatalf("%s: load balancer %s has no endpoint", pk, lb.ID)
+		return behaviour.Outcome{}, fmt.Errorf("%s: load balancer %s has no endpoint", pk, lb.ID)
 	}
-	return out
+	return out, nil
 }

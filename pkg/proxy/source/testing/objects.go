@@ -3,6 +3,10 @@
 // library. The objects are complete enough for the brain: cluster IPs, families, ports and
 // conditions are set the way the API server would default them.
 //
+// The module's proxiers build their test fixtures here too (fixtures.go: objects stated
+// field by field, for tests that feed odd ones), and sub-package behaviour holds the one
+// behaviour table they all run.
+//
 // Allowed imports: the standard library and k8s.io/{api,apimachinery,utils}.
 package testing
 

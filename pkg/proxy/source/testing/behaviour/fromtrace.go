@@ -2,10 +2,52 @@ package behaviour
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"k8s.io/kube-proxy/pkg/proxy/trace"
 )
+
+// Interfaces names the interfaces a traced packet arrives on, as the
+// proxier under test's fakes see them.
+type Interfaces struct {
+	// Pod is the interface packets from this node's pods arrive on (a
+	// veth, or the bridge the pods sit behind).
+	Pod string
+	// Uplink is the interface packets from off the node arrive on.
+	Uplink string
+}
+
+// Trace traces p with tr (which holds the proxier's programmed rules) and
+// returns the behaviour the result describes (see FromTrace).
+func Trace(tr trace.Tracer, node *trace.Node, ifs Interfaces, p Packet) (Outcome, error) {
+	src, err := netip.ParseAddr(p.Src)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("packet %s: source: %w", p, err)
+	}
+	dst, err := netip.ParseAddr(p.Dst)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("packet %s: destination: %w", p, err)
+	}
+	tp := trace.Packet{Src: src, Dst: dst, Protocol: strings.ToLower(string(p.Protocol)), Port: uint16(p.Port)}
+	switch p.From {
+	case FromPod:
+		tp.From, tp.InInterface = trace.FromPod, ifs.Pod
+	case FromExternal:
+		tp.From, tp.InInterface = trace.FromExternal, ifs.Uplink
+	case FromNode:
+		tp.From = trace.FromHost
+	}
+	res, err := tr.Trace(tp, node)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("tracing %s: %w", p, err)
+	}
+	out, err := FromTrace(res)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("packet %s: %w", p, err)
+	}
+	return out, nil
+}
 
 // FromTrace is the behaviour a packet tracer's result describes, for the
 // proxiers whose evaluator is pkg/proxy/trace (iptables, nftables, ipvs).

@@ -6,8 +6,10 @@ import (
 )
 
 // Evaluate answers what the proxier under test, synced with a Scenario's
-// objects, does with a packet.
-type Evaluate func(t testing.TB, p Packet) Outcome
+// objects, does with a packet. An error (the evaluator cannot read the
+// proxier's state, or the state is one the table's terms cannot describe)
+// fails the scenario.
+type Evaluate func(p Packet) (Outcome, error)
 
 // Setup builds proxier p's test proxier over its fakes, feeds it sc's
 // objects (and sc.NodeLabels, when set), syncs it, and returns its
@@ -28,7 +30,10 @@ func Run(t *testing.T, p Proxier, a, other Addresses, setup Setup) {
 				if reason != "" {
 					t.Logf("%s: %s expects %s rather than %s: %s", c.Name, p, want, c.Want, reason)
 				}
-				got := eval(t, c.Packet)
+				got, err := eval(c.Packet)
+				if err != nil {
+					t.Fatalf("%s: %v", c.Name, err)
+				}
 				if !Same(got, want) {
 					t.Errorf("%s: %s\n got: %s\nwant: %s", c.Name, c.Packet, got, want)
 				}
