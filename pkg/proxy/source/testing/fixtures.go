@@ -55,9 +55,6 @@ func ClusterIPs(ips ...string) func(*v1.Service) {
 		for _, ip := range ips {
 			s.Spec.IPFamilies = append(s.Spec.IPFamilies, FamilyOf(ip))
 		}
-		if len(ips) > 1 {
-			s.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
-		}
 	}
 }
 
