@@ -63,8 +63,7 @@ func Table(a, other Addresses) []Scenario {
 	}
 	local := func(i int) st.EP { return st.EP{IP: a.LocalPod(i), Node: a.NodeName} }
 	remote := func(i int) st.EP { return st.EP{IP: a.RemotePod(i), Node: "node2"} }
-	nodePortOf := func(np int32) func(*v1.Service) { return st.NodePort(np) }
-	lb := func(s *v1.Service) { st.LoadBalancer(nodePort, a.LoadBalancerIP)(s) }
+	lb := st.LoadBalancer(nodePort, a.LoadBalancerIP)
 
 	return []Scenario{{
 		Name:     "cluster IP with endpoints",
@@ -99,7 +98,7 @@ func Table(a, other Addresses) []Scenario {
 		},
 	}, {
 		Name:     "node port",
-		Services: []*v1.Service{web(nodePortOf(nodePort))},
+		Services: []*v1.Service{web(st.NodePort(nodePort))},
 		Slices:   []*discovery.EndpointSlice{webSlice(local(1), remote(1))},
 		Checks: []Check{
 			{Name: "off-cluster client to the node port is masqueraded",
@@ -179,7 +178,7 @@ func Table(a, other Addresses) []Scenario {
 		},
 	}, {
 		Name:     "terminating endpoints are a fallback",
-		Services: []*v1.Service{web(nodePortOf(nodePort), st.ExternalLocal(hcNodePort))},
+		Services: []*v1.Service{web(st.NodePort(nodePort), st.ExternalLocal(hcNodePort))},
 		Slices: []*discovery.EndpointSlice{webSlice(
 			st.EP{IP: a.LocalPod(1), Node: a.NodeName, Terminating: true},
 			st.EP{IP: a.LocalPod(2), Node: a.NodeName, Terminating: true, NotServing: true},
