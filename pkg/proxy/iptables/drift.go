@@ -71,6 +71,11 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 	c.genValid = false
 	var drifts []syncshell.Drift
 	for _, table := range [...]utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
+		// Each save is an exec; a change that arrived since the check
+		// started goes first (see syncshell's driftBeforeSync).
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		c.reset()
 		if table == utiliptables.TableFilter {
 			v.expectFilter(c)

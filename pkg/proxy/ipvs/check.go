@@ -51,12 +51,24 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 	if !p.st.synced {
 		return nil, nil
 	}
+	// Each read below is an exec or a netlink dump, slow on a loaded or
+	// emulated host; between them a change that arrived since the check
+	// started goes first (see syncshell's driftBeforeSync).
 	drifts := p.addressDrift(nil)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	drifts, err := p.setDrift(drifts)
 	if err != nil {
 		return nil, err
 	}
-	if drifts, err = p.virtualServerDrift(drifts); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if drifts, err = p.virtualServerDrift(ctx, drifts); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return p.iptablesDrift(drifts)
@@ -197,7 +209,7 @@ func (p *Proxier) listAllSets() (map[string][]string, error) {
 // re-weighted by hand is repaired too, which upstream never did. A real
 // server the graceful termination manager deleted since the last sync
 // shows here as well, and costs one full sync.
-func (p *Proxier) virtualServerDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) {
+func (p *Proxier) virtualServerDrift(ctx context.Context, drifts []syncshell.Drift) ([]syncshell.Drift, error) {
 	st := p.st
 	vss, err := p.ipvs.GetVirtualServers()
 	if err != nil {
@@ -216,6 +228,9 @@ func (p *Proxier) virtualServerDrift(drifts []syncshell.Drift) ([]syncshell.Drif
 				drifts = append(drifts, syncshell.Drift{Kind: driftVirtualServer, Object: vs.String(), Expected: "", Found: vsText(vs)})
 			}
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		seen++
 		if !a.vs.Equal(vs) {
