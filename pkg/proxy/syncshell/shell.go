@@ -253,15 +253,15 @@ type Shell struct {
 	endpointsChanges *proxy.EndpointsChangeTracker
 	runner           *runner.BoundedFrequencyRunner
 
-	ctx          atomic.Pointer[context.Context]
-	checkDue     atomic.Bool
-	checkForced  atomic.Bool
+	ctx         atomic.Pointer[context.Context]
+	checkDue    atomic.Bool
+	checkForced atomic.Bool
 	// changeQueued is set by Sync, which the handlers call for every
 	// change, so a due drift check can tell that a change is waiting.
 	changeQueued atomic.Bool
 	// yieldCheck cancels the drift check in progress when a change
 	// arrives (nil when none runs, or the running one may not yield).
-	yieldCheck atomic.Pointer[context.CancelFunc]
+	yieldCheck   atomic.Pointer[context.CancelFunc]
 	againQueued  atomic.Bool
 	successCount atomic.Uint64
 
