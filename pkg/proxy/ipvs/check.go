@@ -178,19 +178,19 @@ func canonicalEntry(e string) string {
 	return strings.Join(parts, ",")
 }
 
-// listAllSets returns every set's entries: with one "ipset list" where the
-// handle can, else set by set.
+// listAllSets returns the entries of every set of ours that exists: with
+// one "ipset list" where the handle can, else set by set.
 func (p *Proxier) listAllSets() (map[string][]string, error) {
 	if l, ok := p.ipset.(utilipset.AllLister); ok {
 		all, err := l.ListAllEntries()
 		if err != nil {
-			return nil, fmt.Errorf("listing ip sets to compare them with what was written: %w", err)
+			return nil, fmt.Errorf("listing ip sets: %w", err)
 		}
 		return all, nil
 	}
 	names, err := p.ipset.ListSets()
 	if err != nil {
-		return nil, fmt.Errorf("listing ip sets to compare them with what was written: %w", err)
+		return nil, fmt.Errorf("listing ip sets: %w", err)
 	}
 	all := make(map[string][]string, len(names))
 	for _, set := range p.sets {
@@ -198,7 +198,7 @@ func (p *Proxier) listAllSets() (map[string][]string, error) {
 			continue
 		}
 		if all[set.Name], err = p.ipset.ListEntries(set.Name); err != nil {
-			return nil, fmt.Errorf("listing ip set %s to compare it with what was written: %w", set.Name, err)
+			return nil, fmt.Errorf("listing ip set %s: %w", set.Name, err)
 		}
 	}
 	return all, nil
