@@ -46,7 +46,12 @@ func (s *ProxyServer) startSocketLB(ctx context.Context, o socketLBOptions) erro
 		src.WithoutServiceCIDRs()
 	}
 	b := backend.NewDiffer(ebpf.NewBackend(dp.Maps(), nodeIPs, dp.Adopted))
-	logger.Info("Socket load balancing attached", "cgroup", o.cgroupPath, "nodeIPs", nodeIPs)
+	cgroup := o.cgroupPath
+	if cgroup == "" {
+		// What Open attached to: the unified root, which it found the same way.
+		cgroup, _ = ebpf.UnifiedCgroupRoot()
+	}
+	logger.Info("Socket load balancing attached", "cgroup", cgroup, "nodeIPs", nodeIPs)
 	go func() {
 		// Closing leaves the programs attached and the maps pinned, for the next start.
 		defer dp.Close()
