@@ -836,21 +836,9 @@ func readLocalAddrs(ctx context.Context, netns string) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	var links []struct {
-		AddrInfo []struct {
-			Local string `json:"local"`
-		} `json:"addr_info"`
-	}
-	if err := json.Unmarshal(out, &links); err != nil {
+	addrs, err := parseIPAddrJSON(out)
+	if err != nil {
 		return nil, fmt.Errorf("ip -j addr show: %w", err)
-	}
-	var addrs []netip.Addr
-	for _, l := range links {
-		for _, a := range l.AddrInfo {
-			if ip, err := netip.ParseAddr(a.Local); err == nil {
-				addrs = append(addrs, ip.WithZone(""))
-			}
-		}
 	}
 	return addrs, nil
 }
