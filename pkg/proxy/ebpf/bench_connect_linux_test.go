@@ -214,6 +214,7 @@ func nftRuleset(st *localnode.State) string {
 	p("add rule ip kube-proxy services ip daddr @cluster-ips ip saddr != %s mark set mark or 0x00004000", benchClusterCIDR)
 	p("add rule ip kube-proxy services ip daddr . meta l4proto . th dport vmap @service-ips")
 	p("add rule ip kube-proxy services ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports")
+	var vips, svcIPs []string
 	for i, s := range st.Services {
 		proto := strings.ToLower(string(s.Name.Protocol))
 		chain := fmt.Sprintf("service-%d-%s/%s/%s/%s", i, s.Name.Namespace, s.Name.Name, proto, s.Name.Port)
@@ -221,11 +222,25 @@ func nftRuleset(st *localnode.State) string {
 		p("add chain ip kube-proxy %s", chain)
 		p("add map ip kube-proxy %s { typeof numgen random mod 1 : ip daddr . %s dport ; }", epMap, proto)
 		p("add rule ip kube-proxy %s meta l4proto %s dnat ip addr . port to numgen random mod %d offset 0 map @%s", chain, proto, len(s.Endpoints), epMap)
+		var eps []string
 		for j, ep := range s.Endpoints {
-			p("add element ip kube-proxy %s { %d : %s . %d }", epMap, j, ep.IP, ep.Port)
+			eps = append(eps, fmt.Sprintf("%d : %s . %d", j, ep.IP, ep.Port))
 		}
-		p("add element ip kube-proxy cluster-ips { %s }", s.ClusterIP)
-		p("add element ip kube-proxy service-ips { %s . %s . %d : goto %s }", s.ClusterIP, proto, s.Port, chain)
+		p("add element ip kube-proxy %s { %s }", epMap, strings.Join(eps, ", "))
+		vips = append(vips, s.ClusterIP.String())
+		svcIPs = append(svcIPs, fmt.Sprintf("%s . %s . %d : goto %s", s.ClusterIP, proto, s.Port, chain))
+	}
+	// Elements in batches: the kernel finds a set by name with a walk of the
+	// table's sets, so one command per element would cost minutes at 50k.
+	for _, set := range []struct {
+		name  string
+		elems []string
+	}{{"cluster-ips", vips}, {"service-ips", svcIPs}} {
+		for len(set.elems) > 0 {
+			k := min(1000, len(set.elems))
+			p("add element ip kube-proxy %s { %s }", set.name, strings.Join(set.elems[:k], ", "))
+			set.elems = set.elems[k:]
+		}
 	}
 	return b.String()
 }
@@ -251,34 +266,30 @@ func bench(req request) result {
 	// Whatever happens, end in the attached cgroup: the parent removes the plain one.
 	defer func() { _ = moveSelf(attached) }()
 	var lb, nft, direct []float64
-	for done := 0; done < req.Count; {
+	cols := []struct {
+		name, cgroup, addr string
+		out                *[]float64
+	}{
+		{"socketlb", attached, req.Addr, &lb},
+		{"nftables", plain, req.Addr, &nft},
+		{"direct", plain, req.Direct, &direct},
+	}
+	for round, done := 0, 0; done < req.Count; round++ {
 		k := min(blockSize, req.Count-done)
-		if err := moveSelf(attached); err != nil {
-			return result{Err: err.Error()}
-		}
-		for range k {
-			s, r, c, err := benchOne(req.Addr)
-			if err != nil {
-				return result{Err: "socketlb: " + err.Error()}
+		// The order turns each round, so no column always comes first after a
+		// cgroup move or last before one.
+		for i := range cols {
+			col := cols[(round+i)%len(cols)]
+			if err := moveSelf(col.cgroup); err != nil {
+				return result{Err: err.Error()}
 			}
-			lb = append(lb, s, r, c)
-		}
-		if err := moveSelf(plain); err != nil {
-			return result{Err: err.Error()}
-		}
-		for range k {
-			s, r, c, err := benchOne(req.Addr)
-			if err != nil {
-				return result{Err: "nftables: " + err.Error()}
+			for range k {
+				s, r, c, err := benchOne(col.addr)
+				if err != nil {
+					return result{Err: col.name + ": " + err.Error()}
+				}
+				*col.out = append(*col.out, s, r, c)
 			}
-			nft = append(nft, s, r, c)
-		}
-		for range k {
-			s, r, c, err := benchOne(req.Direct)
-			if err != nil {
-				return result{Err: "direct: " + err.Error()}
-			}
-			direct = append(direct, s, r, c)
 		}
 		done += k
 	}
