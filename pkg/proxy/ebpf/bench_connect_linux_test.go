@@ -87,14 +87,15 @@ func BenchmarkConnect(b *testing.B) {
 				cols := decodeColumns(res)
 				for _, name := range columnNames {
 					c := cols[name]
-					b.ReportMetric(percentile(c.setup, 0.5), name+"-setup-p50-us")
-					b.ReportMetric(percentile(c.setup, 0.99), name+"-setup-p99-us")
-					b.ReportMetric(percentile(c.req, 0.5), name+"-req-p50-us")
-					b.ReportMetric(percentile(c.req, 0.99), name+"-req-p99-us")
-					b.ReportMetric(c.connsPerSec(), name+"-conns/s")
+					b.ReportMetric(c.setupP50, name+"-setup-p50-us")
+					b.ReportMetric(c.setupP99, name+"-setup-p99-us")
+					b.ReportMetric(c.reqP50, name+"-req-p50-us")
+					b.ReportMetric(c.reqP99, name+"-req-p99-us")
+					b.ReportMetric(c.connsPerSec, name+"-conns/s")
 				}
-				b.ReportMetric(cols["socketlb"].connsPerSec()/cols["direct"].connsPerSec(), "socketlb/direct-conns")
-				b.ReportMetric(cols["nftables"].connsPerSec()/cols["direct"].connsPerSec(), "nftables/direct-conns")
+				b.ReportMetric(cols["socketlb"].connsPerSec/cols["direct"].connsPerSec, "socketlb/direct-conns")
+				b.ReportMetric(cols["nftables"].connsPerSec/cols["direct"].connsPerSec, "nftables/direct-conns")
+				b.ReportMetric(cols["socketlb"].setupP50/cols["direct"].setupP50, "socketlb/direct-setup-p50")
 			})
 		})
 	}
@@ -123,32 +124,35 @@ func benchDirect() string {
 	return netip.AddrPortFrom(netip.MustParseAddr(v4Backends[0]), benchPort).String()
 }
 
-type column struct{ setup, req, cycle []float64 }
+// summary is one column's figures, in microseconds and connections per second.
+type summary struct{ setupP50, setupP99, reqP50, reqP99, connsPerSec float64 }
 
-func (c column) connsPerSec() float64 {
-	var sum float64
-	for _, v := range c.cycle {
-		sum += v
+// summarize reduces one column's (setup, request, cycle) triples to its summary.
+func summarize(v []float64) summary {
+	var setup, req []float64
+	var cycles float64
+	for i := 0; i+2 < len(v); i += 3 {
+		setup, req, cycles = append(setup, v[i]), append(req, v[i+1]), cycles+v[i+2]
 	}
-	if sum == 0 {
-		return 0
+	s := summary{setupP50: percentile(setup, 0.5), setupP99: percentile(setup, 0.99),
+		reqP50: percentile(req, 0.5), reqP99: percentile(req, 0.99)}
+	if cycles > 0 {
+		s.connsPerSec = float64(len(setup)) / (cycles / 1e6)
 	}
-	return float64(len(c.cycle)) / (sum / 1e6)
+	return s
 }
 
-// The child's answer reuses result's two float slices: Via holds the socketlb and
-// nftables columns, Direct the direct one, each as consecutive (setup, request,
-// cycle) triples, and Peer says how many of Via's triples are socketlb's.
-func decodeColumns(res result) map[string]column {
-	split := func(v []float64) column {
-		var c column
-		for i := 0; i+2 < len(v); i += 3 {
-			c.setup, c.req, c.cycle = append(c.setup, v[i]), append(c.req, v[i+1]), append(c.cycle, v[i+2])
+// The child answers with the summaries only (a line of every sample would outgrow the
+// parent's line reader): Via holds five figures per column, in columnNames order.
+func decodeColumns(res result) map[string]summary {
+	out := map[string]summary{}
+	for i, name := range columnNames {
+		if len(res.Via) >= 5*(i+1) {
+			v := res.Via[5*i:]
+			out[name] = summary{v[0], v[1], v[2], v[3], v[4]}
 		}
-		return c
 	}
-	k, _ := strconv.Atoi(res.Peer)
-	return map[string]column{"socketlb": split(res.Via[:3*k]), "nftables": split(res.Via[3*k:]), "direct": split(res.Direct)}
+	return out
 }
 
 func percentile(v []float64, p float64) float64 {
@@ -293,7 +297,12 @@ func bench(req request) result {
 		}
 		done += k
 	}
-	return result{Via: append(lb, nft...), Direct: direct, Peer: strconv.Itoa(len(lb) / 3)}
+	var res result
+	for _, v := range [][]float64{lb, nft, direct} {
+		sum := summarize(v)
+		res.Via = append(res.Via, sum.setupP50, sum.setupP99, sum.reqP50, sum.reqP99, sum.connsPerSec)
+	}
+	return res
 }
 
 // benchOne makes one connection and one request on it, in microseconds: setup
@@ -365,7 +374,13 @@ func benchPrepare(req request) error {
 	if err := moveSelf(plain); err != nil {
 		return err
 	}
-	if _, _, _, err := benchOne(req.Addr); err == nil {
+	// From a source port outside the ephemeral range: this attempt leaves a conntrack
+	// entry without NAT for its tuple, and a benchmark connection that drew the same
+	// port would then meet that entry instead of the DNAT rules, and the reject of
+	// cluster-ips-check (seen as occasional ECONNREFUSED in the nftables column).
+	d := net.Dialer{Timeout: 500 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: net.ParseIP(benchNodeSrc), Port: 61999}}
+	if c, err := d.Dial("tcp", req.Addr); err == nil {
+		c.Close()
 		return fmt.Errorf("%s answered from the cgroup without programs before nftables was loaded: the nftables column would not measure nftables", req.Addr)
 	}
 	path := os.Getenv(benchRulesetEnv)
