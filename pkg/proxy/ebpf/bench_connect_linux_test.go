@@ -29,6 +29,9 @@ import (
 //     without programs: kube-proxy-shaped nftables rules (nftRuleset) DNAT it.
 //   - direct: the endpoint's own address from that sibling cgroup, the limit: no
 //     translation at all.
+//   - direct-hooked: the endpoint's own address from the attached cgroup: the
+//     programs run and find nothing to translate. Against direct it is the cost of
+//     having the hooks at all; against socketlb, the cost of the translation.
 //
 // All three run in the same network namespace, with the same nftables ruleset and BPF
 // maps loaded, against the same server, over loopback: what differs is only the path
@@ -96,6 +99,7 @@ func BenchmarkConnect(b *testing.B) {
 				b.ReportMetric(cols["socketlb"].connsPerSec/cols["direct"].connsPerSec, "socketlb/direct-conns")
 				b.ReportMetric(cols["nftables"].connsPerSec/cols["direct"].connsPerSec, "nftables/direct-conns")
 				b.ReportMetric(cols["socketlb"].setupP50/cols["direct"].setupP50, "socketlb/direct-setup-p50")
+				b.ReportMetric(cols["direct-hooked"].setupP50/cols["direct"].setupP50, "hooked/direct-setup-p50")
 			})
 		})
 	}
@@ -118,7 +122,7 @@ const (
 	benchNodeSrc     = "198.18.1.1"
 )
 
-var columnNames = []string{"socketlb", "nftables", "direct"}
+var columnNames = []string{"socketlb", "nftables", "direct", "direct-hooked"}
 
 func benchDirect() string {
 	return netip.AddrPortFrom(netip.MustParseAddr(v4Backends[0]), benchPort).String()
@@ -269,7 +273,7 @@ func bench(req request) result {
 	}
 	// Whatever happens, end in the attached cgroup: the parent removes the plain one.
 	defer func() { _ = moveSelf(attached) }()
-	var lb, nft, direct []float64
+	var lb, nft, direct, hooked []float64
 	cols := []struct {
 		name, cgroup, addr string
 		out                *[]float64
@@ -277,6 +281,7 @@ func bench(req request) result {
 		{"socketlb", attached, req.Addr, &lb},
 		{"nftables", plain, req.Addr, &nft},
 		{"direct", plain, req.Direct, &direct},
+		{"direct-hooked", attached, req.Direct, &hooked},
 	}
 	for round, done := 0, 0; done < req.Count; round++ {
 		k := min(blockSize, req.Count-done)
@@ -298,7 +303,7 @@ func bench(req request) result {
 		done += k
 	}
 	var res result
-	for _, v := range [][]float64{lb, nft, direct} {
+	for _, v := range [][]float64{lb, nft, direct, hooked} {
 		sum := summarize(v)
 		res.Via = append(res.Via, sum.setupP50, sum.setupP99, sum.reqP50, sum.reqP99, sum.connsPerSec)
 	}
