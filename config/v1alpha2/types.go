@@ -96,6 +96,28 @@ type KubeProxyConfiguration struct {
 	// line, take precedence over these fields. Omitted (nil) serves nothing; a
 	// pointer so that files that do not use it are written without it.
 	LocalNode *KubeProxyLocalNodeConfiguration `json:"localNode,omitempty"`
+
+	// socketLB configures socket-level load balancing (Linux): cgroup BPF programs
+	// that translate a Service address when a local socket connects or sends, beside
+	// the nftables or iptables mode. The --socket-lb flags, when given on the command
+	// line, take precedence over these fields. Omitted (nil) leaves it off; a pointer
+	// so that files which do not use it are written without it.
+	SocketLB *KubeProxySocketLBConfiguration `json:"socketLB,omitempty"`
+}
+
+// KubeProxySocketLBConfiguration configures socket-level load balancing.
+type KubeProxySocketLBConfiguration struct {
+	// enabled attaches the socket load balancer (as --socket-lb). It requires mode
+	// nftables or iptables, which keep handling what the socket hooks cannot see.
+	// When false, a socket load balancer left pinned by an earlier run is removed at
+	// start-up.
+	Enabled bool `json:"enabled"`
+	// cgroupPath is the cgroup v2 directory whose processes' sockets (and its
+	// descendants') are load-balanced (as --socket-lb-cgroup-path): an absolute
+	// path. Empty (the default) means the root of the unified hierarchy, found at
+	// start-up: /sys/fs/cgroup on a cgroup v2 host, /sys/fs/cgroup/unified on a
+	// hybrid one.
+	CgroupPath string `json:"cgroupPath,omitempty"`
 }
 
 // KubeProxyLocalNodeConfiguration configures the node-local state server.

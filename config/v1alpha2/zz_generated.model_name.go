@@ -62,6 +62,11 @@ func (in KubeProxyNFTablesConfiguration) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in KubeProxySocketLBConfiguration) OpenAPIModelName() string {
+	return "io.k8s.kube-proxy.config.v1alpha2.KubeProxySocketLBConfiguration"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in KubeProxyWindowsConfiguration) OpenAPIModelName() string {
 	return "io.k8s.kube-proxy.config.v1alpha2.KubeProxyWindowsConfiguration"
 }

@@ -27,7 +27,8 @@ import (
 // endpoints are used instead, decided separately for Cluster and Local.
 //
 // Only the topology.kubernetes.io/zone label of topologyLabels is consulted;
-// config.NodeTopologyConfig forwards only that label, so keep them in step.
+// config.NodeTopologyLabels (which every source of a Node uses) keeps only
+// that label, so keep them in step.
 func CategorizeEndpoints(endpoints []Endpoint, svcInfo ServicePort, nodeName string, topologyLabels map[string]string) (clusterEndpoints, localEndpoints, allReachableEndpoints []Endpoint, hasAnyEndpoints bool) {
 	if len(endpoints) == 0 {
 		return nil, nil, nil, false

@@ -28,6 +28,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(clientAgentEnv) != "" {
+		// This process is socketlb_test.go's client agent, not a test run.
+		os.Exit(clientAgent())
+	}
 	code := m.Run()
 	printFigures()
 	if buildDir != "" {
@@ -101,11 +105,22 @@ type kubeProxy struct {
 	out    *syncBuffer
 	cmd    *exec.Cmd
 	exited chan error
+	// socketLBCgroup, when set, runs kube-proxy with --socket-lb attached to this
+	// cgroup v2 directory, in a mount namespace of its own with a private bpf
+	// filesystem on /sys/fs/bpf (see start).
+	socketLBCgroup string
 }
 
 func (w *world) startKubeProxy(t *testing.T, mode, dir string) *kubeProxy {
 	t.Helper()
-	kp := &kubeProxy{t: t, w: w, mode: mode, bin: kubeProxyBinary(t), dir: dir, out: &syncBuffer{}}
+	return w.startKubeProxyOn(t, &kubeProxy{mode: mode, dir: dir})
+}
+
+// startKubeProxyOn starts kp (mode, dir and options set by the caller) in node-1.
+func (w *world) startKubeProxyOn(t *testing.T, kp *kubeProxy) *kubeProxy {
+	t.Helper()
+	mode := kp.mode
+	kp.t, kp.w, kp.bin, kp.out = t, w, kubeProxyBinary(t), &syncBuffer{}
 	if mode == modeIPTablesLegacy {
 		// kube-proxy detects the backend from the node's rules, as upstream's image
 		// does with iptables-wrappers: kubelet's KUBE-IPTABLES-HINT chain in the
@@ -165,20 +180,25 @@ func tail(s string, n int) string {
 func (kp *kubeProxy) start() {
 	kp.t.Helper()
 	n1 := kp.w.nodes[0]
-	kp.cmd = exec.Command("ip", "netns", "exec", n1.ns, kp.bin,
-		"--manifests="+kp.dir, "--manifests-rescan-period=1s",
-		"--hostname-override="+n1.name,
-		"--proxy-mode="+proxyMode(kp.mode),
-		"--cluster-cidr="+clusterCIDRs,
-		"--iptables-sync-period="+syncPeriod.String(),
+	args := []string{
+		"--manifests=" + kp.dir, "--manifests-rescan-period=1s",
+		"--hostname-override=" + n1.name,
+		"--proxy-mode=" + proxyMode(kp.mode),
+		"--cluster-cidr=" + clusterCIDRs,
+		"--iptables-sync-period=" + syncPeriod.String(),
 		"--iptables-min-sync-period=100ms",
 		// ipvs mode has its own (default 30s and 1s).
-		"--ipvs-sync-period="+syncPeriod.String(),
+		"--ipvs-sync-period=" + syncPeriod.String(),
 		"--ipvs-min-sync-period=100ms",
 		// conntrack limits are host-wide, not per namespace: leave them alone.
 		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
 		"-v=2",
-	)
+	}
+	if kp.socketLBCgroup == "" {
+		kp.cmd = exec.Command("ip", append([]string{"netns", "exec", n1.ns, kp.bin}, args...)...)
+	} else {
+		kp.cmd = socketLBCommand(n1.ns, kp.socketLBCgroup, kp.bin, args)
+	}
 	kp.cmd.Stdout, kp.cmd.Stderr = kp.out, kp.out
 	if err := kp.cmd.Start(); err != nil {
 		kp.t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 
 	utiliptables "k8s.io/net-utils/iptables"
 )
@@ -54,4 +55,14 @@ func (s *ProxyServer) iptablesBackend(ctx context.Context) (utiliptables.Backend
 		return "", fmt.Errorf("--%s=%s: %w", iptablesBackendFlagName, f.mode.String(), f.err)
 	}
 	return f.choice.Backend, nil
+}
+
+// iptablesFor returns family's iptables over the backend --iptables-backend
+// chose: what the iptables and the ipvs mode program their chains with.
+func (s *ProxyServer) iptablesFor(ctx context.Context, family v1.IPFamily) (utiliptables.Interface, error) {
+	backend, err := s.iptablesBackend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return utiliptables.NewWithBackend(iptablesProtocol(family), backend), nil
 }

@@ -553,7 +553,7 @@ func (s *ProxyServer) startLocalNodeSource(ctx context.Context) {
 // source does with WithNodeInformer).
 func (s *ProxyServer) seedTopology() {
 	if node := s.NodeManager.Node(); node != nil {
-		s.Proxier.OnTopologyChange(nodeTopologyLabels(node))
+		s.Proxier.OnTopologyChange(config.NodeTopologyLabels(node))
 	}
 }
 
@@ -566,13 +566,4 @@ func (s *ProxyServer) startNodeInformers(ctx context.Context) {
 	nodeTopologyConfig := config.NewNodeTopologyConfig(ctx, s.NodeManager.NodeInformer(), resync)
 	nodeTopologyConfig.RegisterEventHandler(s.Proxier)
 	go nodeConfig.Run(ctx.Done())
-}
-
-// nodeTopologyLabels picks the Node labels config.NodeTopologyConfig hands the proxier.
-func nodeTopologyLabels(node *v1.Node) map[string]string {
-	labels := map[string]string{}
-	if zone, ok := node.Labels[v1.LabelTopologyZone]; ok {
-		labels[v1.LabelTopologyZone] = zone
-	}
-	return labels
 }

@@ -5,7 +5,6 @@ package app
 import (
 	"context"
 
-	v1 "k8s.io/api/core/v1"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilsysctl "k8s.io/net-utils/sysctl"
 
@@ -27,16 +26,11 @@ func newIPTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (pro
 			opts = append(opts, iptables.WithNetworkInterfacer(f.nodeAddrs))
 		}
 	} else {
-		backend, err := s.iptablesBackend(ctx)
-		if err != nil {
+		// platformCheckSupported found this family's iptables present.
+		var err error
+		if ipt, err = s.iptablesFor(ctx, f.family); err != nil {
 			return nil, err
 		}
-		// platformCheckSupported found this family's iptables present.
-		protocol := utiliptables.ProtocolIPv4
-		if f.family == v1.IPv6Protocol {
-			protocol = utiliptables.ProtocolIPv6
-		}
-		ipt = utiliptables.NewWithBackend(protocol, backend)
 	}
 	return asProvider(iptables.NewProxierWithOptions(ctx, s.Config, f.family, ipt, utilsysctl.New(),
 		f.localDetector, s.NodeName, f.nodeIP, s.Recorder, s.HealthzServer, f.initOnly, opts...))

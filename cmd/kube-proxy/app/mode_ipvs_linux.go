@@ -10,7 +10,6 @@ import (
 	"k8s.io/klog/v2"
 	utilipset "k8s.io/net-utils/ipset"
 	ipsettest "k8s.io/net-utils/ipset/testing"
-	utiliptables "k8s.io/net-utils/iptables"
 	iptablestest "k8s.io/net-utils/iptables/testing"
 	utilipvs "k8s.io/net-utils/ipvs"
 	ipvstest "k8s.io/net-utils/ipvs/testing"
@@ -65,13 +64,9 @@ func newIPVSProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.P
 	if err != nil {
 		return nil, fmt.Errorf("can't use the IPVS proxier: the kernel lacks IPVS support (ip_vs module): %w", err)
 	}
-	backend, err := s.iptablesBackend(ctx)
+	ipt, err := s.iptablesFor(ctx, f.family)
 	if err != nil {
 		return nil, err
-	}
-	protocol := utiliptables.ProtocolIPv4
-	if f.family == v1.IPv6Protocol {
-		protocol = utiliptables.ProtocolIPv6
 	}
 	if f.family == s.PrimaryIPFamily {
 		// Once per process, also when dual-stack builds two proxiers.
@@ -81,7 +76,7 @@ func newIPVSProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.P
 			s.Recorder.Eventf(s.NodeRef, nil, v1.EventTypeWarning, "IPVSDeprecation", "StartKubeProxy", ipvsDeprecationMessage)
 		}
 	}
-	return asProvider(ipvs.NewProxier(ctx, s.Config, f.family, utiliptables.NewWithBackend(protocol, backend), h, set,
+	return asProvider(ipvs.NewProxier(ctx, s.Config, f.family, ipt, h, set,
 		utilsysctl.New(), f.localDetector, s.NodeName, f.nodeIP, s.Recorder, s.HealthzServer, f.initOnly))
 }
 

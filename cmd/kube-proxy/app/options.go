@@ -258,6 +258,7 @@ func (o *Options) Complete(fs *pflag.FlagSet) error {
 
 	o.platformApplyDefaults(o.config)
 	o.applyLocalNodeServeFlags(fs)
+	o.applySocketLBFlags(fs)
 
 	if err := o.processHostnameOverrideFlag(); err != nil {
 		return err
@@ -377,9 +378,6 @@ func (o *Options) Validate() error {
 	} else if _, err := o.localNodeSource.tlsConfig(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := validateSocketLB(o.socketLB, o.config.Mode); err != nil {
-		errs = append(errs, err)
-	}
 	serveErr := validateLocalNodeServe(o.localNodeServe)
 	if serveErr == nil {
 		// Read now, so a missing or bad file fails before anything changes on the host.
@@ -423,7 +421,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	if !o.dryRun {
-		err := platformCleanup(ctx, o.config.Mode, o.CleanupAndExit)
+		err := platformCleanup(ctx, o.config.Mode, o.CleanupAndExit, o.socketLB)
 		if o.CleanupAndExit {
 			return err
 		}

@@ -127,8 +127,16 @@ func (s *ProxyServer) createProxier(ctx context.Context, cfg *kubeproxyconfig.Ku
 
 // platformCleanup removes rules of modes other than the current one, or of every
 // mode with cleanupAndExit: iptables and ipvs state when switching to nftables,
-// nftables state when switching to iptables or ipvs, as upstream.
-func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanupAndExit bool) error {
+// nftables state when switching to iptables or ipvs, as upstream. The socket load
+// balancer is removed likewise whenever it is not to run, so that turning
+// --socket-lb off really turns it off: its programs would otherwise stay attached,
+// translating with the last maps, after this process stopped updating them.
+func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanupAndExit bool, socketLB socketLBOptions) error {
+	return runCleanups(ctx, []string{"socketlb", "iptables", "ipvs", "nftables"}, platformCleanups(mode, cleanupAndExit, socketLB))
+}
+
+// platformCleanups chooses the cleanups platformCleanup runs, by name.
+func platformCleanups(mode kubeproxyconfig.ProxyMode, cleanupAndExit bool, socketLB socketLBOptions) map[string]func(context.Context) bool {
 	cleanups := map[string]func(context.Context) bool{}
 	if !isIPTablesBased(mode) || cleanupAndExit {
 		cleanups["iptables"] = iptables.CleanupLeftovers
@@ -137,10 +145,11 @@ func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanu
 	if isIPTablesBased(mode) || cleanupAndExit {
 		cleanups["nftables"] = nftables.CleanupLeftovers
 	}
-	if cleanupAndExit {
-		cleanups["socketlb"] = cleanupSocketLB
+	if cleanupAndExit || !socketLB.enabled {
+		pinPath := socketLB.pinPath
+		cleanups["socketlb"] = func(ctx context.Context) bool { return cleanupSocketLB(ctx, pinPath) }
 	}
-	return runCleanups(ctx, []string{"socketlb", "iptables", "ipvs", "nftables"}, cleanups)
+	return cleanups
 }
 
 // runCleanups runs each named cleanup in order and, when any failed, every failed one

@@ -35,4 +35,6 @@ func (s *ProxyServer) createProxier(context.Context, *kubeproxyconfig.KubeProxyC
 	return nil, errUnsupported
 }
 
-func platformCleanup(context.Context, kubeproxyconfig.ProxyMode, bool) error { return errUnsupported }
+func platformCleanup(context.Context, kubeproxyconfig.ProxyMode, bool, socketLBOptions) error {
+	return errUnsupported
+}

@@ -45,6 +45,6 @@ func (s *ProxyServer) createProxier(ctx context.Context, cfg *kubeproxyconfig.Ku
 }
 
 // platformCleanup removes the HNS load balancers with --cleanup.
-func platformCleanup(ctx context.Context, _ kubeproxyconfig.ProxyMode, cleanupAndExit bool) error {
+func platformCleanup(ctx context.Context, _ kubeproxyconfig.ProxyMode, cleanupAndExit bool, _ socketLBOptions) error {
 	return winkernelEntryPoints().cleanup(ctx, cleanupAndExit)
 }

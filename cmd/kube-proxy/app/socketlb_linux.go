@@ -27,7 +27,7 @@ func (s *ProxyServer) startSocketLB(ctx context.Context, o socketLBOptions) erro
 		return nil
 	}
 	logger := klog.FromContext(ctx)
-	dp, err := ebpf.Open(ebpf.Config{CgroupPath: o.cgroupPath})
+	dp, err := ebpf.Open(ebpf.Config{CgroupPath: o.cgroupPath, PinPath: o.pinPath})
 	if err != nil {
 		return fmt.Errorf("--socket-lb: %w", err)
 	}
@@ -46,7 +46,12 @@ func (s *ProxyServer) startSocketLB(ctx context.Context, o socketLBOptions) erro
 		src.WithoutServiceCIDRs()
 	}
 	b := backend.NewDiffer(ebpf.NewBackend(dp.Maps(), nodeIPs, dp.Adopted))
-	logger.Info("Socket load balancing attached", "cgroup", o.cgroupPath, "nodeIPs", nodeIPs)
+	cgroup := o.cgroupPath
+	if cgroup == "" {
+		// What Open attached to: the unified root, which it found the same way.
+		cgroup, _ = ebpf.UnifiedCgroupRoot()
+	}
+	logger.Info("Socket load balancing attached", "cgroup", cgroup, "nodeIPs", nodeIPs)
 	go func() {
 		// Closing leaves the programs attached and the maps pinned, for the next start.
 		defer dp.Close()
@@ -59,11 +64,27 @@ func (s *ProxyServer) startSocketLB(ctx context.Context, o socketLBOptions) erro
 	return nil
 }
 
-// cleanupSocketLB detaches the socket load balancer's programs and removes its pins; it
-// reports whether that failed, as the other cleanups do.
-func cleanupSocketLB(ctx context.Context) bool {
-	if err := ebpf.Cleanup(""); err != nil {
-		klog.FromContext(ctx).Error(err, "Removing the socket load balancer")
+// cleanupSocketLB detaches the socket load balancer's programs pinned under pinPath
+// (empty: ebpf.DefaultPinPath) and removes its pins: at --cleanup, and at a start
+// without --socket-lb, when an earlier run with it left them. It logs what it found and
+// reports whether removing it failed, as the other cleanups do.
+func cleanupSocketLB(ctx context.Context, pinPath string) bool {
+	logger := klog.FromContext(ctx)
+	if pinPath == "" {
+		pinPath = ebpf.DefaultPinPath
+	}
+	pinned, err := ebpf.Pinned(pinPath)
+	if err != nil {
+		logger.Error(err, "Listing the socket load balancer's pins")
+		return true
+	}
+	if len(pinned) == 0 {
+		logger.V(2).Info("No socket load balancer to remove", "pinPath", pinPath)
+		return false
+	}
+	logger.Info("Removing the socket load balancer pinned by an earlier run: detaching its programs and deleting its maps", "pinPath", pinPath, "pinned", pinned)
+	if err := ebpf.Cleanup(pinPath); err != nil {
+		logger.Error(err, "Removing the socket load balancer", "pinPath", pinPath)
 		return true
 	}
 	return false

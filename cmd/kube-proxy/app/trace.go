@@ -48,6 +48,9 @@ type traceOptions struct {
 	// as opposed to trace's: --help lists them apart, and a dry run in
 	// another namespace is given them.
 	proxyFlags map[string]bool
+	// socketLBPinPath is where the socket load balancer's maps are read from
+	// (empty: ebpf.DefaultPinPath); tests point it at a private bpf filesystem.
+	socketLBPinPath string
 	// detectedMode says the mode was detected from the live rules, not
 	// given.
 	detectedMode bool
@@ -197,6 +200,10 @@ type traceReport struct {
 	// Note says what the answer leaves out, or that the live rules hold
 	// nothing of kube-proxy's.
 	Note string `json:"note,omitempty"`
+	// SocketLB is what the socket load balancer (--socket-lb) does with the
+	// connection before the rules see it, read back from its pinned maps; absent
+	// when none is pinned on a live node (or the rules were only computed).
+	SocketLB *trace.SocketLB `json:"socketLB,omitempty"`
 }
 
 func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Writer) error {
@@ -318,6 +325,11 @@ func (to *traceOptions) run(ctx context.Context, fs *pflag.FlagSet, out io.Write
 		if mode == string(kubeproxyconfig.ProxyModeIPTables) {
 			node.Recent = readRecent(ctx, to.netns)
 		}
+		// The socket load balancer acts before the rules, on sockets in its
+		// cgroup, whatever their network namespace: its maps are the node's.
+		if report.SocketLB, err = readSocketLB(pk, to.socketLBPinPath, o.socketLB.enabled); err != nil {
+			return fmt.Errorf("reading the socket load balancer's maps: %w", err)
+		}
 	}
 	if len(localAddrs) > 0 {
 		node.LocalAddrs = localAddrs
@@ -393,6 +405,12 @@ func (to *traceOptions) writeText(out io.Writer, o *Options, r *traceReport) err
 	}
 	if r.Note != "" {
 		fmt.Fprintf(&b, "Note: %s\n", r.Note)
+	}
+	if r.SocketLB != nil {
+		b.WriteString("\n")
+		if err := r.SocketLB.WriteText(&b); err != nil {
+			return err
+		}
 	}
 	if err := r.Result.WriteText(&b, to.verbose); err != nil {
 		return err
@@ -818,21 +836,9 @@ func readLocalAddrs(ctx context.Context, netns string) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	var links []struct {
-		AddrInfo []struct {
-			Local string `json:"local"`
-		} `json:"addr_info"`
-	}
-	if err := json.Unmarshal(out, &links); err != nil {
+	addrs, err := parseIPAddrJSON(out)
+	if err != nil {
 		return nil, fmt.Errorf("ip -j addr show: %w", err)
-	}
-	var addrs []netip.Addr
-	for _, l := range links {
-		for _, a := range l.AddrInfo {
-			if ip, err := netip.ParseAddr(a.Local); err == nil {
-				addrs = append(addrs, ip.WithZone(""))
-			}
-		}
 	}
 	return addrs, nil
 }

@@ -164,6 +164,8 @@ func ipvsTable(h utilipvs.Interface) ([]trace.VirtualServer, error) {
 	return out, nil
 }
 
+// parseIPAddrJSON reads the addresses of every interface from `ip -j addr
+// show`, without zones.
 func parseIPAddrJSON(out []byte) ([]netip.Addr, error) {
 	var links []struct {
 		AddrInfo []struct {

@@ -416,17 +416,30 @@ func (c *NodeTopologyConfig) RegisterEventHandler(handler NodeTopologyHandler) {
 // step with pkg/proxy's topology code.
 var topologyLabelKeys = []string{v1.LabelTopologyZone}
 
-func (c *NodeTopologyConfig) handleNode(obj interface{}) {
-	node, ok := objectFrom[*v1.Node](obj)
-	if !ok {
-		return
-	}
+// NodeTopologyLabels returns the labels of node that the brain's topology
+// code consults: what NodeTopologyConfig hands its handlers. Every other
+// source of a Node (static objects, manifests, the node-local gRPC client,
+// the binary's own informer) uses it too, so that all hand the proxiers the
+// same labels. A nil node has none.
+func NodeTopologyLabels(node *v1.Node) map[string]string {
 	labels := make(map[string]string, len(topologyLabelKeys))
+	if node == nil {
+		return labels
+	}
 	for _, k := range topologyLabelKeys {
 		if v, ok := node.Labels[k]; ok {
 			labels[k] = v
 		}
 	}
+	return labels
+}
+
+func (c *NodeTopologyConfig) handleNode(obj interface{}) {
+	node, ok := objectFrom[*v1.Node](obj)
+	if !ok {
+		return
+	}
+	labels := NodeTopologyLabels(node)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

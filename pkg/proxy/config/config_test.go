@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -271,6 +272,32 @@ func TestObjectFrom(t *testing.T) {
 			got, ok := objectFrom[*v1.Service](tc.in)
 			if ok != tc.ok || (ok && got != s) {
 				t.Errorf("objectFrom = %v, %v; want ok=%v", got, ok, tc.ok)
+			}
+		})
+	}
+}
+
+func TestNodeTopologyLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		node *v1.Node
+		want map[string]string
+	}{
+		{name: "nil node", node: nil, want: map[string]string{}},
+		{name: "no labels", node: &v1.Node{}, want: map[string]string{}},
+		{name: "zone", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1.LabelTopologyZone: "zone-a"}}},
+			want: map[string]string{v1.LabelTopologyZone: "zone-a"}},
+		{name: "empty zone is still a zone", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1.LabelTopologyZone: ""}}},
+			want: map[string]string{v1.LabelTopologyZone: ""}},
+		{name: "other labels dropped", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+			v1.LabelTopologyZone: "zone-a", v1.LabelTopologyRegion: "r", v1.LabelHostname: "n"}}},
+			want: map[string]string{v1.LabelTopologyZone: "zone-a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NodeTopologyLabels(tc.node)
+			// Handlers compare with maps.Equal and store the map: never nil.
+			if got == nil || !maps.Equal(got, tc.want) {
+				t.Errorf("NodeTopologyLabels() = %#v, want %#v", got, tc.want)
 			}
 		})
 	}

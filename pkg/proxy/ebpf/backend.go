@@ -222,6 +222,15 @@ type desired struct {
 	frontends                map[feKey]bool // true: external set
 }
 
+// socketProtocol says whether the socket hooks see connections of protocol p. SCTP's
+// connect() and sendmsg() never run the cgroup connect or sendmsg hooks (see
+// docs/socket-lb.md), so an SCTP service gets no map entry at all: its traffic
+// goes to the nftables or iptables rules, and a tracer reading the maps back finds
+// nothing to report rather than a translation that would never happen.
+func socketProtocol(p localnode.Protocol) bool {
+	return p != localnode.SCTP
+}
+
 // protoNumber is the IP protocol the hooks report for p.
 func protoNumber(p localnode.Protocol) uint8 {
 	switch p {
@@ -307,7 +316,7 @@ func (b *Backend) allocID() uint32 {
 func (b *Backend) apply(f localnode.Family, r *serviceRecord) error {
 	old := r.prog
 	next := programmedService{frontends: map[feKey]uint32{}}
-	if r.info != nil {
+	if r.info != nil && socketProtocol(r.info.Name.Protocol) {
 		d := b.want(f, r)
 		writeSet := func(cur *programmedSet, eps []netip.AddrPort, val setVal) (*programmedSet, error) {
 			id := uint32(0)

@@ -22,12 +22,28 @@ const (
 	DefaultPinPath = "/sys/fs/bpf/kube-proxy-socketlb"
 	// DefaultCgroupPath is the root of the cgroup v2 hierarchy on a hybrid host.
 	DefaultCgroupPath = "/sys/fs/cgroup/unified"
+	// cgroupV2Root is where a host with only the unified hierarchy mounts it.
+	cgroupV2Root = "/sys/fs/cgroup"
 )
+
+// UnifiedCgroupRoot returns the root of the unified (cgroup v2) hierarchy: the
+// default cgroup to attach to. A host running cgroup v2 alone mounts it at
+// /sys/fs/cgroup, a hybrid host at /sys/fs/cgroup/unified; the first one that is a
+// cgroup v2 filesystem wins.
+func UnifiedCgroupRoot() (string, error) {
+	for _, p := range []string{cgroupV2Root, DefaultCgroupPath} {
+		var st unix.Statfs_t
+		if err := unix.Statfs(p, &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup v2 hierarchy mounted at %s or %s (mount -t cgroup2 none %s, or give the cgroup path)", cgroupV2Root, DefaultCgroupPath, DefaultCgroupPath)
+}
 
 // Config says where to attach and pin.
 type Config struct {
 	// CgroupPath is the cgroup v2 directory whose sockets (and its descendants') are
-	// load-balanced. Default DefaultCgroupPath.
+	// load-balanced. Default UnifiedCgroupRoot().
 	CgroupPath string
 	// PinPath is a directory on a bpf filesystem. Default DefaultPinPath.
 	PinPath string
@@ -35,7 +51,12 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.CgroupPath == "" {
+		// Left at DefaultCgroupPath when there is no root: CheckKernel then names
+		// the path it could not use.
 		c.CgroupPath = DefaultCgroupPath
+		if root, err := UnifiedCgroupRoot(); err == nil {
+			c.CgroupPath = root
+		}
 	}
 	if c.PinPath == "" {
 		c.PinPath = DefaultPinPath
@@ -51,6 +72,22 @@ type Datapath struct {
 	Adopted *Adopted
 }
 
+// hookTypes names each hook (its link's pin name is "link_" + name) and its attach
+// type, in the order hooks() lists the programs.
+var hookTypes = []struct {
+	name string
+	typ  ebpf.AttachType
+}{
+	{"connect4", ebpf.AttachCGroupInet4Connect},
+	{"connect6", ebpf.AttachCGroupInet6Connect},
+	{"sendmsg4", ebpf.AttachCGroupUDP4Sendmsg},
+	{"sendmsg6", ebpf.AttachCGroupUDP6Sendmsg},
+	{"recvmsg4", ebpf.AttachCGroupUDP4Recvmsg},
+	{"recvmsg6", ebpf.AttachCGroupUDP6Recvmsg},
+	{"getpeername4", ebpf.AttachCgroupInet4GetPeername},
+	{"getpeername6", ebpf.AttachCgroupInet6GetPeername},
+}
+
 // hooks names each program's attach type and pin name.
 func (d *Datapath) hooks() []struct {
 	name string
@@ -58,20 +95,61 @@ func (d *Datapath) hooks() []struct {
 	typ  ebpf.AttachType
 } {
 	p := &d.objs.socketlbPrograms
-	return []struct {
+	progs := []*ebpf.Program{p.SockConnect4, p.SockConnect6, p.SockSendmsg4, p.SockSendmsg6,
+		p.SockRecvmsg4, p.SockRecvmsg6, p.SockGetpeername4, p.SockGetpeername6}
+	out := make([]struct {
 		name string
 		prog *ebpf.Program
 		typ  ebpf.AttachType
-	}{
-		{"connect4", p.SockConnect4, ebpf.AttachCGroupInet4Connect},
-		{"connect6", p.SockConnect6, ebpf.AttachCGroupInet6Connect},
-		{"sendmsg4", p.SockSendmsg4, ebpf.AttachCGroupUDP4Sendmsg},
-		{"sendmsg6", p.SockSendmsg6, ebpf.AttachCGroupUDP6Sendmsg},
-		{"recvmsg4", p.SockRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
-		{"recvmsg6", p.SockRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
-		{"getpeername4", p.SockGetpeername4, ebpf.AttachCgroupInet4GetPeername},
-		{"getpeername6", p.SockGetpeername6, ebpf.AttachCgroupInet6GetPeername},
+	}, len(hookTypes))
+	for i, h := range hookTypes {
+		out[i].name, out[i].prog, out[i].typ = h.name, progs[i], h.typ
 	}
+	return out
+}
+
+// AttachedPrograms counts the programs attached to the cgroup at cgroupPath for each
+// hook the socket load balancer uses (by hook name: connect4, sendmsg6, ...), whoever
+// attached them; a hook without any is absent. It lets a caller check that a cleanup
+// left nothing behind.
+func AttachedPrograms(cgroupPath string) (map[string]int, error) {
+	f, err := os.Open(cgroupPath)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup path %q: %w", cgroupPath, err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	for _, h := range hookTypes {
+		res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: h.typ})
+		if err != nil {
+			return nil, fmt.Errorf("querying the %s programs of cgroup %q: %w", h.name, cgroupPath, err)
+		}
+		if n := len(res.Programs); n > 0 {
+			out[h.name] = n
+		}
+	}
+	return out, nil
+}
+
+// Pinned lists the names pinned under pinPath (default DefaultPinPath): the maps and
+// the program links a run left for the next one. Nothing pinned (no directory) is an
+// empty list.
+func Pinned(pinPath string) ([]string, error) {
+	if pinPath == "" {
+		pinPath = DefaultPinPath
+	}
+	entries, err := os.ReadDir(pinPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pin path %q: %w", pinPath, err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, nil
 }
 
 // CheckKernel reports the first kernel feature the socket load balancer needs and

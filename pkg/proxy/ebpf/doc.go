@@ -6,7 +6,8 @@
 // endpoint, with no NAT and no conntrack entry for the translation.
 //
 // It covers only clients whose sockets live in the attached cgroup (by default every
-// process on the node): ClusterIPs, and for those clients NodePorts on the node's
+// process on the node), TCP and UDP (SCTP never runs the cgroup socket-address hooks,
+// so SCTP Services get no map entry and stay with the rules): ClusterIPs, and for those clients NodePorts on the node's
 // addresses, externalIPs and load-balancer VIPs without source ranges. It is meant to
 // run on top of the nftables (or iptables) mode, which keeps handling traffic from
 // other hosts, source ranges, and Local-policy services without usable endpoints
@@ -19,7 +20,8 @@
 // updates so a program never reads a slot beyond what is written (see writeSet).
 // Maps and program links are pinned (DefaultPinPath) and re-adopted by the next run:
 // programs are replaced in place, never detached in between. Cleanup detaches and
-// unpins everything. ReadMaps (or OpenPinnedReadOnly, from another process) reads a
+// unpins everything; Pinned and AttachedPrograms show whether anything is left.
+// ReadMaps (or OpenPinnedReadOnly, from another process) reads a
 // destination's translation back from the maps, for a tracer.
 //
 // The BPF C source is bpf/socketlb.c; socketlb_bpfel.go (bpf2go's loader) and

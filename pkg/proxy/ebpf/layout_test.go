@@ -226,14 +226,13 @@ func TestBackendLayout(t *testing.T) {
 			want: map[string]view{"10.96.0.10:80/6": {Endpoints: both}},
 		},
 		{
-			name: "UDP and SCTP keyed by protocol",
+			name: "UDP keyed by protocol; SCTP not written (the hooks never see it)",
 			svcs: []localnode.Service{
 				svcOf("dns", localnode.UDP, "10.96.0.53", nil, ep("10.1.0.1", true, true)),
 				svcOf("sig", localnode.SCTP, "10.96.0.54", nil, ep("10.1.0.1", true, true)),
 			},
 			want: map[string]view{
-				"10.96.0.53:80/17":  {Endpoints: []string{"10.1.0.1:8080"}},
-				"10.96.0.54:80/132": {Endpoints: []string{"10.1.0.1:8080"}},
+				"10.96.0.53:80/17": {Endpoints: []string{"10.1.0.1:8080"}},
 			},
 		},
 		{
@@ -376,6 +375,66 @@ func TestBackendAdoptsPreviousRun(t *testing.T) {
 	}
 	if len(f.sets) != 1 || len(f.be) != 1 {
 		t.Errorf("adopted sets left behind: sets %v backends %v", f.sets, f.be)
+	}
+}
+
+// TestBackendSCTPFallsThrough: SCTP services of every kind (with and without
+// endpoints, NodePort, externalIPs, LB VIPs, affinity), in both families, leave no
+// frontend, set or backend slot in the maps, so their traffic meets the nftables
+// rules; an SCTP frontend a previous run wrote is removed by the first sync.
+func TestBackendSCTPFallsThrough(t *testing.T) {
+	nodeIPs := []netip.Addr{netip.MustParseAddr("198.18.0.10"), netip.MustParseAddr("fd00::10")}
+	external := func(s *localnode.Service) {
+		s.NodePort = 30132
+		s.ExternalIPs = []netip.Addr{netip.MustParseAddr("198.19.100.1")}
+		s.LoadBalancerVIPs = []netip.Addr{netip.MustParseAddr("198.19.100.2")}
+		s.SessionAffinity, s.AffinityTimeout = localnode.AffinityClientIP, time.Minute
+	}
+	external6 := func(s *localnode.Service) {
+		s.NodePort = 30132
+		s.ExternalIPs = []netip.Addr{netip.MustParseAddr("fd00::100:1")}
+	}
+	ep6 := func(ip string) localnode.Endpoint {
+		return localnode.Endpoint{IP: netip.MustParseAddr(ip), Port: 8080, Ready: true, Serving: true, ForCluster: true, ForLocal: true}
+	}
+	f := newFakeMaps(t)
+	m := f.maps()
+	// What an earlier build, which wrote SCTP, left: a frontend and its set.
+	old := makeFeKey(netip.MustParseAddr("10.96.0.54"), 80, protoSCTP)
+	if _, err := m.writeSet(3, nil, aps("10.1.0.9:8080"), setVal{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Frontends.Put(old, feVal{SetID: 3}); err != nil {
+		t.Fatal(err)
+	}
+	adopted := &Adopted{Frontends: map[feKey]uint32{old: 3}, Sets: map[uint32]setVal{3: f.sets[3]}}
+	d := backend.NewDiffer(NewBackend(m, nodeIPs, adopted))
+	for _, st := range []*localnode.State{
+		{Family: localnode.IPv4, Services: []localnode.Service{
+			svcOf("sig", localnode.SCTP, "10.96.0.54", external, ep("10.1.0.1", true, true), ep("10.1.0.2", true, false)),
+			svcOf("sig-none", localnode.SCTP, "10.96.0.55", nil),
+		}},
+		{Family: localnode.IPv6, Services: []localnode.Service{
+			svcOf("sig6", localnode.SCTP, "fd00::54", external6, ep6("fd00::1:1")),
+		}},
+	} {
+		st.Normalize()
+		if err := d.Sync(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range f.fe {
+		if k.Proto == protoSCTP {
+			t.Errorf("SCTP frontend %s in the maps", k)
+		}
+	}
+	if len(f.fe)+len(f.sets)+len(f.be) != 0 {
+		t.Errorf("maps hold entries for SCTP-only services: frontends %v sets %v backends %v", f.fe, f.sets, f.be)
+	}
+	for _, dst := range []string{"10.96.0.54:80", "198.18.0.10:30132", "10.96.0.55:80", "[fd00::54]:80"} {
+		if got, err := f.readMaps().Lookup(netip.MustParseAddrPort(dst), localnode.SCTP); err != nil || got != nil {
+			t.Errorf("read back %s/sctp: %+v, %v; want no translation", dst, got, err)
+		}
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilsysctl "k8s.io/net-utils/sysctl"
 )
@@ -36,8 +37,6 @@ const (
 
 	sysctlRouteLocalnet           = "net/ipv4/conf/all/route_localnet"
 	sysctlNFConntrackTCPBeLiberal = "net/netfilter/nf_conntrack_tcp_be_liberal"
-
-	defaultMasqueradeBit = 14
 )
 
 // NewDualStackProxier builds an IPv4 and an IPv6 proxier and combines them
@@ -148,11 +147,8 @@ func NewProxierWithOptions(ctx context.Context,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if config == nil {
-		return nil, fmt.Errorf("iptables proxier (%s): nil configuration", ipFamily)
-	}
-	if ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol {
-		return nil, fmt.Errorf("iptables proxier: invalid IP family %q", ipFamily)
+	if err := proxierargs.Check("iptables", config, ipFamily); err != nil {
+		return nil, err
 	}
 	if ipt == nil && o.DryRun == nil {
 		return nil, fmt.Errorf("iptables proxier (%s): nil iptables interface", ipFamily)
@@ -257,11 +253,10 @@ func prepareHost(config *kubeproxyconfig.KubeProxyConfiguration, ipFamily v1.IPF
 // newGenerator checks and fixes the rules' settings.
 func newGenerator(config *kubeproxyconfig.KubeProxyConfiguration, ipFamily v1.IPFamily, ipt utiliptables.Interface,
 	localDetector proxyutil.LocalTrafficDetector, nodeIP net.IP, host hostSettings, logger klog.Logger) (*generator, error) {
-	masqBit := ptr.Deref(config.IPTables.MasqueradeBit, defaultMasqueradeBit)
-	if masqBit < 0 || masqBit > 31 {
-		return nil, fmt.Errorf("iptables proxier (%s): masqueradeBit %d out of range [0, 31]", ipFamily, masqBit)
+	_, mark, err := proxierargs.MasqueradeMark("iptables", ipFamily, "iptables.masqueradeBit", config.IPTables.MasqueradeBit)
+	if err != nil {
+		return nil, err
 	}
-	mark := fmt.Sprintf("%#08x", uint32(1)<<uint(masqBit))
 	logger.V(2).Info("Using iptables mark for masquerade", "mark", mark)
 	if localDetector == nil {
 		localDetector = proxyutil.NewNoOpLocalDetector()

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/util/chaincheck"
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
@@ -54,20 +55,14 @@ type view struct {
 	// of a rule differs from ours (added "-m tcp", "/32"...), so only its
 	// rule count can be compared until the next check takes its
 	// fingerprint. See drift.go.
-	fingerprints map[chainKey]uint64
-}
-
-// chainKey names a chain in a table.
-type chainKey struct {
-	table utiliptables.Table
-	chain utiliptables.Chain
+	fingerprints map[chaincheck.Key]uint64
 }
 
 func newView() *view {
 	return &view{
 		ports:        make(map[proxy.ServicePortName]*portRules),
 		stale:        make(map[utiliptables.Chain]proxy.ServicePortName),
-		fingerprints: make(map[chainKey]uint64),
+		fingerprints: make(map[chaincheck.Key]uint64),
 	}
 }
 
@@ -87,7 +82,7 @@ func (v *view) syncPorts(u *syncshell.Update) {
 		if _, ok := u.Services[name]; !ok {
 			for _, c := range r.chains {
 				v.stale[c] = name
-				delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
+				delete(v.fingerprints, chaincheck.Key{Table: utiliptables.TableNAT, Chain: c})
 			}
 			v.chains -= len(r.chains)
 			delete(v.ports, name)
@@ -110,13 +105,13 @@ func (v *view) beginRender(name proxy.ServicePortName) *portRules {
 func (v *view) endRender(name proxy.ServicePortName, r *portRules) {
 	v.chains += len(r.chains) - len(v.prevChains)
 	for _, c := range v.prevChains {
-		delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
+		delete(v.fingerprints, chaincheck.Key{Table: utiliptables.TableNAT, Chain: c})
 		if !slices.Contains(r.chains, c) {
 			v.stale[c] = name
 		}
 	}
 	for _, c := range r.chains {
-		delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
+		delete(v.fingerprints, chaincheck.Key{Table: utiliptables.TableNAT, Chain: c})
 	}
 }
 
@@ -184,7 +179,7 @@ func (v *view) commit(t *tables, full, filter, natTop bool, now time.Time) {
 	}
 	if filter {
 		for _, c := range filterTopChains {
-			delete(v.fingerprints, chainKey{utiliptables.TableFilter, c})
+			delete(v.fingerprints, chaincheck.Key{Table: utiliptables.TableFilter, Chain: c})
 		}
 		t.filterChains, v.filterChains = v.filterChains, t.filterChains
 		t.filterRules, v.filterRules = v.filterRules, t.filterRules
@@ -195,7 +190,7 @@ func (v *view) commit(t *tables, full, filter, natTop bool, now time.Time) {
 	if natTop || len(t.edits.b) > 0 {
 		t.dispatch, v.dispatch = v.dispatch, t.dispatch
 		for _, c := range natTopChains {
-			delete(v.fingerprints, chainKey{utiliptables.TableNAT, c})
+			delete(v.fingerprints, chaincheck.Key{Table: utiliptables.TableNAT, Chain: c})
 		}
 	}
 	v.valid = true

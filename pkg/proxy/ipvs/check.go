@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/util/chaincheck"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilipvs "k8s.io/net-utils/ipvs"
@@ -21,15 +22,15 @@ import (
 
 // Drift kinds: the repair metric's label values, a small fixed set.
 const (
-	driftInterface     = "interface"      // kube-ipvs0 missing
-	driftAddress       = "address"        // an address bound to kube-ipvs0, or not
-	driftSet           = "set"            // one of our ip sets missing
-	driftSetElement    = "set element"    // an entry of one of our ip sets
-	driftVirtualServer = "virtual server" // an IPVS virtual server or its settings
-	driftRealServer    = "real server"    // a real server or its weight
-	driftChain         = "chain"          // one of our iptables chains missing
-	driftRule          = "rule"           // a chain holding other rules than written
-	driftJump          = "jump"           // a jump from a built-in chain missing
+	driftInterface     = "interface"                  // kube-ipvs0 missing
+	driftAddress       = "address"                    // an address bound to kube-ipvs0, or not
+	driftSet           = "set"                        // one of our ip sets missing
+	driftSetElement    = "set element"                // an entry of one of our ip sets
+	driftVirtualServer = "virtual server"             // an IPVS virtual server or its settings
+	driftRealServer    = "real server"                // a real server or its weight
+	driftChain         = string(chaincheck.KindChain) // one of our iptables chains missing
+	driftRule          = string(chaincheck.KindRule)  // a chain holding other rules than written
+	driftJump          = "jump"                       // a jump from a built-in chain missing
 )
 
 var _ syncshell.DriftChecker = &rulesBackend{}
@@ -51,12 +52,24 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 	if !p.st.synced {
 		return nil, nil
 	}
+	// Each read below is an exec or a netlink dump, slow on a loaded or
+	// emulated host; between them a change that arrived since the check
+	// started goes first (see syncshell's driftBeforeSync).
 	drifts := p.addressDrift(nil)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	drifts, err := p.setDrift(drifts)
 	if err != nil {
 		return nil, err
 	}
-	if drifts, err = p.virtualServerDrift(drifts); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if drifts, err = p.virtualServerDrift(ctx, drifts); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return p.iptablesDrift(drifts)
@@ -166,19 +179,19 @@ func canonicalEntry(e string) string {
 	return strings.Join(parts, ",")
 }
 
-// listAllSets returns every set's entries: with one "ipset list" where the
-// handle can, else set by set.
+// listAllSets returns the entries of every set of ours that exists: with
+// one "ipset list" where the handle can, else set by set.
 func (p *Proxier) listAllSets() (map[string][]string, error) {
 	if l, ok := p.ipset.(utilipset.AllLister); ok {
 		all, err := l.ListAllEntries()
 		if err != nil {
-			return nil, fmt.Errorf("listing ip sets to compare them with what was written: %w", err)
+			return nil, fmt.Errorf("listing ip sets: %w", err)
 		}
 		return all, nil
 	}
 	names, err := p.ipset.ListSets()
 	if err != nil {
-		return nil, fmt.Errorf("listing ip sets to compare them with what was written: %w", err)
+		return nil, fmt.Errorf("listing ip sets: %w", err)
 	}
 	all := make(map[string][]string, len(names))
 	for _, set := range p.sets {
@@ -186,7 +199,7 @@ func (p *Proxier) listAllSets() (map[string][]string, error) {
 			continue
 		}
 		if all[set.Name], err = p.ipset.ListEntries(set.Name); err != nil {
-			return nil, fmt.Errorf("listing ip set %s to compare it with what was written: %w", set.Name, err)
+			return nil, fmt.Errorf("listing ip set %s: %w", set.Name, err)
 		}
 	}
 	return all, nil
@@ -197,7 +210,7 @@ func (p *Proxier) listAllSets() (map[string][]string, error) {
 // re-weighted by hand is repaired too, which upstream never did. A real
 // server the graceful termination manager deleted since the last sync
 // shows here as well, and costs one full sync.
-func (p *Proxier) virtualServerDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) {
+func (p *Proxier) virtualServerDrift(ctx context.Context, drifts []syncshell.Drift) ([]syncshell.Drift, error) {
 	st := p.st
 	vss, err := p.ipvs.GetVirtualServers()
 	if err != nil {
@@ -216,6 +229,9 @@ func (p *Proxier) virtualServerDrift(drifts []syncshell.Drift) ([]syncshell.Drif
 				drifts = append(drifts, syncshell.Drift{Kind: driftVirtualServer, Object: vs.String(), Expected: "", Found: vsText(vs)})
 			}
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		seen++
 		if !a.vs.Equal(vs) {
@@ -295,147 +311,32 @@ func weightText(w int) string { return "weight " + strconv.Itoa(w) }
 // not read again.
 func (p *Proxier) iptablesDrift(drifts []syncshell.Drift) ([]syncshell.Drift, error) {
 	st := p.st
-	gen, genOK := uint32(0), false
-	if gr, ok := p.ipt.(utiliptables.GenerationReader); ok {
-		g, ok, err := gr.Generation()
-		switch {
-		case err != nil:
-			p.logger.V(2).Info("Could not read the nf_tables generation; comparing the rules", "err", err)
-		case ok && st.iptGenValid && g == st.iptGen && st.rules != nil:
-			return drifts, nil
-		case ok:
-			gen, genOK = g, true
-		}
+	if st.iptGen.Unchanged(p.ipt, p.logger) && st.rules != nil {
+		return drifts, nil
 	}
-	st.iptGenValid = false
 	before := len(drifts)
-	defer func() {
-		if genOK && len(drifts) == before && st.rules != nil {
-			st.iptGen, st.iptGenValid = gen, true
-		}
-	}()
 	var save bytes.Buffer
+	var check chaincheck.Check
+	var diffs []chaincheck.Difference
 	for _, table := range [...]utiliptables.Table{utiliptables.TableNAT, utiliptables.TableFilter} {
 		save.Reset()
 		if err := p.ipt.SaveInto(table, &save); err != nil {
+			st.iptGen.Done(false)
 			return nil, fmt.Errorf("reading the %s table to compare it with the rules written: %w", table, err)
 		}
 		if st.rules != nil {
-			want := wantedChains(st.rules, table)
-			scanSave(save.Bytes(), want)
-			drifts = compareChains(table, want, st.fingerprints, drifts)
+			check.Reset(table)
+			check.WantTable(st.rules)
+			check.Scan(save.Bytes(), nil)
+			diffs = check.Compare(st.fingerprints, diffs[:0])
+			for _, d := range diffs {
+				drifts = append(drifts, syncshell.Drift{Kind: string(d.Kind), Object: d.Key.Object(), Expected: d.Expected, Found: d.Found})
+			}
 		}
 		drifts = jumpDrifts(table, save.Bytes(), drifts)
 	}
+	st.iptGen.Done(len(drifts) == before && st.rules != nil)
 	return drifts, nil
-}
-
-// chainState is one of our chains: the rules written, and what the save
-// shows.
-type chainState struct {
-	rules   int
-	present bool
-	found   int
-	hash    uint64
-}
-
-// wantedChains returns table's chains in restore input rules, with how
-// many rules each got.
-func wantedChains(rules []byte, table utiliptables.Table) map[string]*chainState {
-	want := map[string]*chainState{}
-	in := false
-	for _, line := range bytes.Split(rules, []byte{'\n'}) {
-		switch {
-		case len(line) > 1 && line[0] == '*':
-			in = string(line[1:]) == string(table)
-		case !in:
-		case len(line) > 1 && line[0] == ':':
-			name, _, _ := bytes.Cut(line[1:], []byte{' '})
-			want[string(name)] = &chainState{}
-		default:
-			if name := ruleChain(line); name != nil {
-				if c := want[string(name)]; c != nil {
-					c.rules++
-				}
-			}
-		}
-	}
-	return want
-}
-
-// ruleChain returns the chain of an "-A CHAIN ..." line, or nil.
-func ruleChain(line []byte) []byte {
-	if len(line) < 4 || line[0] != '-' || line[1] != 'A' || line[2] != ' ' {
-		return nil
-	}
-	name, _, _ := bytes.Cut(line[3:], []byte{' '})
-	return name
-}
-
-// FNV-1a, inline.
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-// scanSave notes which wanted chains an iptables-save shows, their rule
-// count and a hash of their rules.
-func scanSave(save []byte, want map[string]*chainState) {
-	for _, line := range bytes.Split(save, []byte{'\n'}) {
-		if len(line) > 1 && line[0] == ':' {
-			name, _, _ := bytes.Cut(line[1:], []byte{' '})
-			if c := want[string(name)]; c != nil {
-				c.present, c.hash = true, fnvOffset
-			}
-			continue
-		}
-		name := ruleChain(line)
-		if name == nil {
-			continue
-		}
-		c := want[string(name)]
-		if c == nil {
-			continue
-		}
-		c.found++
-		h := c.hash
-		for _, b := range line {
-			h = (h ^ uint64(b)) * fnvPrime
-		}
-		c.hash = (h ^ '\n') * fnvPrime
-	}
-}
-
-// compareChains appends what differs, and takes the fingerprint of chains
-// found as written that have none yet.
-func compareChains(table utiliptables.Table, want map[string]*chainState, fingerprints map[tableChain]uint64, drifts []syncshell.Drift) []syncshell.Drift {
-	for name, c := range want {
-		key := tableChain{table, utiliptables.Chain(name)}
-		object := string(table) + "/" + name
-		switch {
-		case !c.present:
-			delete(fingerprints, key)
-			drifts = append(drifts, syncshell.Drift{Kind: driftChain, Object: object, Expected: rulesText(c.rules), Found: ""})
-		case c.found != c.rules:
-			delete(fingerprints, key)
-			drifts = append(drifts, syncshell.Drift{Kind: driftRule, Object: object, Expected: rulesText(c.rules), Found: rulesText(c.found)})
-		default:
-			if fp, ok := fingerprints[key]; ok && fp != c.hash {
-				drifts = append(drifts, syncshell.Drift{Kind: driftRule, Object: object,
-					Expected: rulesText(c.rules) + " as written", Found: rulesText(c.found) + ", changed since"})
-				continue
-			}
-			fingerprints[key] = c.hash
-		}
-	}
-	return drifts
-}
-
-func rulesText(n int) string {
-	if n == 1 {
-		return "1 rule"
-	}
-	return strconv.Itoa(n) + " rules"
 }
 
 // jumpDrifts appends the jumps from table's built-in chains to ours that an

@@ -151,7 +151,7 @@ func newFakeProxier(t testing.TB, family v1.IPFamily, nodeIPs []string, opts fak
 	if len(nodeIPs) > 0 {
 		nodeIP = net.ParseIP(nodeIPs[0])
 	}
-	p, err := newProxier(ctx, config, family, env.ipt, env.ipvs, env.ipset, env.sysctl, det, testHostname, nodeIP, nil, nil, false, deps{
+	p, err := NewProxierWithOptions(ctx, config, family, env.ipt, env.ipvs, env.ipset, env.sysctl, det, testHostname, nodeIP, nil, nil, false, withDeps(deps{
 		netlink:        env.netlink,
 		conntrack:      env.conntrack,
 		kernelVersion:  func() (*version.Version, error) { return version.ParseGeneric(kv) },
@@ -162,9 +162,9 @@ func newFakeProxier(t testing.TB, family v1.IPFamily, nodeIPs []string, opts fak
 			NetworkInterfacer:   env.network,
 			SyncHook:            opts.onSync,
 		},
-	})
+	}))
 	if err != nil {
-		t.Fatalf("newProxier: %v", err)
+		t.Fatalf("NewProxierWithOptions: %v", err)
 	}
 	return p, env
 }
@@ -179,3 +179,7 @@ func syncAll(t testing.TB, p *Proxier) {
 		t.Fatalf("sync: %v", err)
 	}
 }
+
+// withDeps replaces every dependency NewProxierWithOptions takes from the
+// host with d: the fakes a test builds.
+func withDeps(d deps) Option { return func(x *deps) { *x = d } }

@@ -117,9 +117,9 @@ func TestBadConfiguration(t *testing.T) {
 	t.Run("dry run with initOnly", func(t *testing.T) {
 		// A dry run touches no host, so there is nothing to initialise.
 		cfg := &kubeproxyconfig.KubeProxyConfiguration{}
-		_, err := newProxier(ctx, cfg, v1.IPv4Protocol, iptablestest.NewFake(), ipvstest.NewFake(), ipsettest.NewFake("v7.17"),
+		_, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, iptablestest.NewFake(), ipvstest.NewFake(), ipsettest.NewFake("v7.17"),
 			sysctltest.NewFake(), nil, testHostname, net.ParseIP("192.168.0.2"), nil, nil, true,
-			deps{HostOptions: syncshell.HostOptions{DryRun: io.Discard}})
+			withDeps(deps{HostOptions: syncshell.HostOptions{DryRun: io.Discard}}))
 		if err == nil || !strings.Contains(err.Error(), "dry run") {
 			t.Errorf("error %v, want one about dry run", err)
 		}

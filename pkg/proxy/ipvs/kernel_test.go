@@ -105,14 +105,14 @@ func kernelProxier(t *testing.T, f fam, ipt utiliptables.Interface, ips utilipse
 	config := &kubeproxyconfig.KubeProxyConfiguration{}
 	config.IPTables.MasqueradeBit = ptr.To[int32](14)
 	config.SyncPeriod = metav1.Duration{Duration: 30e9}
-	p, err := newProxier(ctx, config, f.family, ipt, env.ipvs, ips, env.sysctl, proxyutil.NewDetectLocalByCIDR(f.clusterCIDR),
-		testHostname, net.ParseIP(f.node), nil, nil, false, deps{
+	p, err := NewProxierWithOptions(ctx, config, f.family, ipt, env.ipvs, ips, env.sysctl, proxyutil.NewDetectLocalByCIDR(f.clusterCIDR),
+		testHostname, net.ParseIP(f.node), nil, nil, false, withDeps(deps{
 			netlink: env.netlink, conntrack: conntrack.NewFake(),
 			HostOptions: syncshell.HostOptions{ServiceHealthServer: healthcheck.NewFakeServiceHealthServer(),
 				NetworkInterfacer: proxyutiltest.NewFakeNetwork()},
 			kernelVersion:  func() (*version.Version, error) { return version.MustParseGeneric("6.1"), nil },
 			noGracefulLoop: true,
-		})
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}

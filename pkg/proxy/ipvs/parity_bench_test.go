@@ -254,9 +254,9 @@ func parityBenchSetup(b *testing.B, n int) (*Proxier, *parityBenchCounts, []*dis
 		b.Fatal(err)
 	}
 	ctx := klog.NewContext(b.Context(), klog.Background())
-	p, err := newProxier(ctx, cfg, v1.IPv4Protocol,
+	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol,
 		parityBenchIPTables{iptablestest.NewFake(), c}, parityBenchIPVS{ipvstest.NewFake(), c}, parityBenchIPSet{ipsettest.NewFake("v7.17"), c},
-		sysctltest.NewFake(), proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"), testHostname, net.ParseIP("192.168.0.2"), nil, nil, false, deps{
+		sysctltest.NewFake(), proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"), testHostname, net.ParseIP("192.168.0.2"), nil, nil, false, withDeps(deps{
 			netlink:   parityBenchNetlink{nl, c},
 			conntrack: conntrack.NewFake(),
 			HostOptions: syncshell.HostOptions{
@@ -266,7 +266,7 @@ func parityBenchSetup(b *testing.B, n int) (*Proxier, *parityBenchCounts, []*dis
 			kernelVersion:  func() (*version.Version, error) { return version.ParseGeneric("5.15") },
 			clock:          testingclock.NewFakeClock(time.Unix(1_700_000_000, 0)),
 			noGracefulLoop: true,
-		})
+		}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -248,7 +248,7 @@ func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step
 		if cidr != "" {
 			det = proxyutil.NewDetectLocalByCIDR(cidr)
 		}
-		p, err := newProxier(ctx, cfg, fam, ipts[fam], fipvs, fipset, sysctl, det, sc.NodeName, net.ParseIP(nodeIP), nil, nil, false, deps{
+		p, err := NewProxierWithOptions(ctx, cfg, fam, ipts[fam], fipvs, fipset, sysctl, det, sc.NodeName, net.ParseIP(nodeIP), nil, nil, false, withDeps(deps{
 			netlink:        parityNetlink{links: links, isIPv6: fam == v1.IPv6Protocol},
 			conntrack:      conntrack.NewFake(),
 			kernelVersion:  func() (*version.Version, error) { return version.ParseGeneric("5.15") },
@@ -259,9 +259,9 @@ func runDualStackParityScenario(t *testing.T, sc *parityScenario, want func(step
 				NetworkInterfacer:   network,
 				SyncHook:            syncs[fam].record,
 			},
-		})
+		}))
 		if err != nil {
-			t.Fatalf("newProxier(%s): %v", fam, err)
+			t.Fatalf("NewProxierWithOptions(%s): %v", fam, err)
 		}
 		ps[fam] = p
 	}

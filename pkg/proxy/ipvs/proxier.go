@@ -26,13 +26,12 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utilkernel "k8s.io/kube-proxy/pkg/proxy/util/kernel"
+	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilipvs "k8s.io/net-utils/ipvs"
 	utilsysctl "k8s.io/net-utils/sysctl"
 )
-
-const defaultMasqueradeBit = 14
 
 // NewDualStackProxier builds an IPv4 and an IPv6 proxier sharing the IPVS
 // and ipset handles, combined by a metaproxier.
@@ -118,6 +117,19 @@ func NewProxier(
 		recorder, healthzServer, initOnly)
 }
 
+// deps are what NewProxier takes from the host and tests replace. The
+// options every mode shares (service health server, network interfacer,
+// sync hook, dry run) get the shared defaults.
+type deps struct {
+	syncshell.HostOptions
+	netlink       NetLinkHandle
+	conntrack     conntrack.Interface
+	kernelVersion func() (*version.Version, error)
+	clock         clock.WithTicker
+	// noGracefulLoop leaves the termination manager's loop to the test.
+	noGracefulLoop bool
+}
+
 // NewProxierWithOptions is NewProxier with Options (WithDryRun among
 // them).
 func NewProxierWithOptions(
@@ -140,45 +152,11 @@ func NewProxierWithOptions(
 	for _, o := range opts {
 		o(&d)
 	}
-	return newProxier(ctx, config, ipFamily, ipt, ipvs, ipset, sysctl, localDetector, nodeName, nodeIP,
-		recorder, healthzServer, initOnly, d)
-}
-
-// deps are what NewProxier takes from the host and tests replace. The
-// options every mode shares (service health server, network interfacer,
-// sync hook, dry run) get the shared defaults.
-type deps struct {
-	syncshell.HostOptions
-	netlink       NetLinkHandle
-	conntrack     conntrack.Interface
-	kernelVersion func() (*version.Version, error)
-	clock         clock.WithTicker
-	// noGracefulLoop leaves the termination manager's loop to the test.
-	noGracefulLoop bool
-}
-
-func newProxier(
-	ctx context.Context,
-	config *kubeproxyconfig.KubeProxyConfiguration,
-	ipFamily v1.IPFamily,
-	ipt utiliptables.Interface,
-	ipvs utilipvs.Interface,
-	ipset utilipset.Interface,
-	sysctl utilsysctl.Interface,
-	localDetector proxyutil.LocalTrafficDetector,
-	nodeName string,
-	nodeIP net.IP,
-	recorder events.EventRecorder,
-	healthzServer *healthcheck.ProxyHealthServer,
-	initOnly bool,
-	d deps,
-) (*Proxier, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
+	if err := proxierargs.Check("ipvs", config, ipFamily); err != nil {
+		return nil, err
+	}
 	switch {
-	case config == nil:
-		return nil, fmt.Errorf("ipvs proxier (%s): nil configuration", ipFamily)
-	case ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol:
-		return nil, fmt.Errorf("ipvs proxier: invalid IP family %q", ipFamily)
 	case ipt == nil:
 		return nil, fmt.Errorf("ipvs proxier (%s): nil iptables interface", ipFamily)
 	case ipvs == nil:
@@ -205,12 +183,9 @@ func newProxier(
 		return nil, nil
 	}
 
-	masqBit := int32(defaultMasqueradeBit)
-	if config.IPTables.MasqueradeBit != nil {
-		masqBit = *config.IPTables.MasqueradeBit
-	}
-	if masqBit < 0 || masqBit > 31 {
-		return nil, fmt.Errorf("ipvs proxier (%s): iptables.masqueradeBit %d out of range [0, 31]", ipFamily, masqBit)
+	_, masqueradeMark, err := proxierargs.MasqueradeMark("ipvs", ipFamily, "iptables.masqueradeBit", config.IPTables.MasqueradeBit)
+	if err != nil {
+		return nil, err
 	}
 	scheduler := config.IPVS.Scheduler
 	if scheduler == "" {
@@ -246,7 +221,7 @@ func newProxier(
 		gtm:               NewGracefulTerminationManager(ipvs),
 		scheduler:         scheduler,
 		masqueradeAll:     config.Linux.MasqueradeAll,
-		masqueradeMark:    fmt.Sprintf("%#08x", uint32(1)<<uint(masqBit)),
+		masqueradeMark:    masqueradeMark,
 		localDetector:     localDetector,
 		nodeIP:            nodeIP,
 		nodePortAddresses: nodePortAddresses,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/util/chaincheck"
 	utilipvs "k8s.io/net-utils/ipvs"
 )
 
@@ -182,17 +183,16 @@ type state struct {
 	// fingerprints holds, per chain of rules, a hash of its rules as
 	// iptables-save printed them at a drift check that found the chain as
 	// written; emptied whenever rules are written (check.go).
-	fingerprints map[tableChain]uint64
-	// iptGen is the nf_tables generation read before the last drift check
-	// that found the rules as written, if iptGenValid.
-	iptGen      uint32
-	iptGenValid bool
+	fingerprints map[chaincheck.Key]uint64
+	// iptGen spares the drift check reading the tables on iptables-nft
+	// when nothing was committed since a check found the rules as written.
+	iptGen chaincheck.Generation
 	// synced is false until a full sync succeeded, and after a failure.
 	synced bool
 }
 
 func newState() *state {
-	s := &state{applied: map[vsKey]*appliedVS{}, fingerprints: map[tableChain]uint64{}}
+	s := &state{applied: map[vsKey]*appliedVS{}, fingerprints: map[chaincheck.Key]uint64{}}
 	s.resetWanted()
 	return s
 }

@@ -346,6 +346,11 @@ func (s *syncer) drift(ctx context.Context) ([]syncshell.Drift, error) {
 		}
 		return nil, nil
 	}
+	// The comparison dumps the whole table; a change that arrived since
+	// the check started goes first (see syncshell's driftBeforeSync).
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	d.compares++
 	var drifts []syncshell.Drift
 	for attempt := 0; ; attempt++ {

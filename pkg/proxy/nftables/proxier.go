@@ -25,6 +25,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
 )
 
 // staleChainMinAge is how long a flushed chain waits before deletion: before
@@ -130,11 +131,8 @@ func NewProxierWithOptions(ctx context.Context,
 	initOnly bool,
 	opts ...Option,
 ) (*Proxier, error) {
-	if config == nil {
-		return nil, fmt.Errorf("nftables proxier (%s): nil configuration", ipFamily)
-	}
-	if ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol {
-		return nil, fmt.Errorf("nftables proxier: invalid IP family %q", ipFamily)
+	if err := proxierargs.Check("nftables", config, ipFamily); err != nil {
+		return nil, err
 	}
 	o := applyOptions(opts)
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
@@ -171,12 +169,9 @@ func NewProxierWithOptions(ctx context.Context,
 	}
 	o.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
 
-	masqueradeBit := 14
-	if config.NFTables.MasqueradeBit != nil {
-		masqueradeBit = int(*config.NFTables.MasqueradeBit)
-	}
-	if masqueradeBit < 0 || masqueradeBit > 31 {
-		return nil, fmt.Errorf("nftables masqueradeBit %d out of range [0, 31]", masqueradeBit)
+	masqueradeBit, _, err := proxierargs.MasqueradeMark("nftables", ipFamily, "nftables.masqueradeBit", config.NFTables.MasqueradeBit)
+	if err != nil {
+		return nil, err
 	}
 
 	p := &Proxier{

@@ -102,7 +102,7 @@ func (k *Kubernetes) Run(ctx context.Context, h Handler) error {
 	if nodes != nil {
 		if k.nodeInformer != nil {
 			if node, err := nodes.Lister().Get(k.nodeName); err == nil {
-				h.OnTopologyChange(topologyLabels(node))
+				h.OnTopologyChange(config.NodeTopologyLabels(node))
 			}
 		}
 		topo := config.NewNodeTopologyConfig(ctx, nodes, k.resync)

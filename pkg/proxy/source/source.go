@@ -65,16 +65,3 @@ func NodeListOptions(nodeName string) func(*metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
 	}
 }
-
-// topologyLabels extracts the labels the brain's topology code reads, as
-// config.NodeTopologyConfig does.
-func topologyLabels(node *v1.Node) map[string]string {
-	out := map[string]string{}
-	if node == nil {
-		return out
-	}
-	if z, ok := node.Labels[v1.LabelTopologyZone]; ok {
-		out[v1.LabelTopologyZone] = z
-	}
-	return out
-}

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"k8s.io/kube-proxy/pkg/proxy/config"
 )
 
 // Static is an in-memory Source for tests: objects are set and deleted by hand and every
@@ -147,7 +149,7 @@ func (s *Static) SetNode(node *v1.Node) {
 		return
 	}
 	node = node.DeepCopy()
-	labels := topologyLabels(node)
+	labels := config.NodeTopologyLabels(node)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.node = node

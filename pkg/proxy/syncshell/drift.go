@@ -146,15 +146,58 @@ func (t *driftTracker) contested() int {
 	return n
 }
 
+// driftBeforeSync runs a due drift check unless it should give way to a
+// change: it reports whether this sync must be full, and whether the check
+// yielded and must run again on the next sync.
+//
+// A change never waits for a whole check. The check reads all of the
+// kernel's state, and where that is slow (a TCG guest took 2-8 s for ipvs's
+// execs of ipset and iptables-save, longer than its 2 s sync period) a
+// change queued behind it waited as long. So a change queued when the check
+// falls due is programmed first, and one arriving during the check cancels
+// it between the backend's reads. Either way the check runs on the very
+// next sync, and that one does not yield: under constant churn a drift is
+// still found within one sync period plus one sync.
+func (s *Shell) driftBeforeSync(ctx context.Context, now time.Time, forced, changeQueued bool) (full, yielded bool) {
+	mayYield := !forced && !s.checkYielded
+	if mayYield && changeQueued {
+		s.checkYielded = true
+		s.logger.V(4).Info("Programming queued changes before the drift check")
+		return false, true
+	}
+	checkCtx := ctx
+	if mayYield {
+		var cancel context.CancelFunc
+		checkCtx, cancel = context.WithCancel(ctx)
+		s.yieldCheck.Store(&cancel)
+		defer func() {
+			s.yieldCheck.Store(nil)
+			cancel()
+		}()
+	}
+	full, cancelled := s.checkDrift(checkCtx, now)
+	if cancelled && ctx.Err() == nil {
+		s.checkYielded = true
+		s.logger.V(4).Info("Drift check gave way to a change")
+		return false, true
+	}
+	s.checkYielded = false
+	return full, false
+}
+
 // checkDrift asks the backend what drifted and reports whether this sync
 // must be full to repair it. It logs each repaired difference once and
-// counts it by kind.
-func (s *Shell) checkDrift(ctx context.Context, now time.Time) bool {
+// counts it by kind. cancelled says ctx ended the check before it could
+// tell; nothing was decided then.
+func (s *Shell) checkDrift(ctx context.Context, now time.Time) (full, cancelled bool) {
 	family := string(s.opts.Family)
 	drifts, err := s.drifter.Drift(ctx)
+	if err != nil && ctx.Err() != nil {
+		return false, true
+	}
 	if err != nil {
 		s.logger.Error(err, "Could not compare the programmed rules with the kernel's; rewriting them with a full sync")
-		return true
+		return true, false
 	}
 	repair, contested := s.drift.decide(now, drifts)
 	metrics.SyncProxyRulesDriftContested.WithLabelValues(family).Set(float64(s.drift.contested()))
@@ -167,7 +210,7 @@ func (s *Shell) checkDrift(ctx context.Context, now time.Time) bool {
 		if len(drifts) > 0 {
 			s.logger.V(2).Info("Only contested objects drifted; their repair is backing off", "drifts", len(drifts))
 		}
-		return false
+		return false, false
 	}
 	unlogged := map[string]int{}
 	for i, d := range repair {
@@ -182,5 +225,5 @@ func (s *Shell) checkDrift(ctx context.Context, now time.Time) bool {
 	if len(unlogged) > 0 {
 		s.logger.Info("More rules changed behind kube-proxy's back", "countByKind", unlogged)
 	}
-	return true
+	return true, false
 }

@@ -3,6 +3,7 @@ package syncshell
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -19,10 +20,20 @@ type drifter struct {
 	drifts []Drift
 	err    error
 	asked  int
+	// during, when set, runs in the middle of the check (a change
+	// arriving while the kernel is read).
+	during func()
 }
 
-func (d *drifter) Drift(context.Context) ([]Drift, error) {
+func (d *drifter) Drift(ctx context.Context) ([]Drift, error) {
 	d.asked++
+	if d.during != nil {
+		d.during()
+		// A backend gives up between its reads once ctx is cancelled.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 	return d.drifts, d.err
 }
 
@@ -147,5 +158,68 @@ func TestDriftContestedNoFullSync(t *testing.T) {
 		if full[i] != want[i] {
 			t.Fatalf("full syncs per check = %v, want %v", full, want)
 		}
+	}
+}
+
+// A change never waits for a whole drift check: one queued when the check
+// falls due is programmed first, one arriving during the check cancels it,
+// and the check then runs on the next sync, which does not give way again,
+// so churn cannot postpone a repair past one more sync. A forced check
+// (RequestRulesCheck) never gives way.
+func TestDriftCheckGivesWayToChanges(t *testing.T) {
+	chain := Drift{Kind: "chain", Object: "ip kube-proxy services"}
+	for _, tc := range []struct {
+		name string
+		// queued adds a Service before the due sync; during adds one in
+		// the middle of its check.
+		queued, during, forced bool
+		// want, per sync from the due one on: was the backend asked, was
+		// the sync full, was the check due again after it.
+		wantAsked []int
+		wantFull  []bool
+	}{
+		{name: "no change", wantAsked: []int{1}, wantFull: []bool{true}},
+		{name: "change queued", queued: true, wantAsked: []int{0, 1}, wantFull: []bool{false, true}},
+		{name: "change during the check", during: true, wantAsked: []int{1, 2}, wantFull: []bool{false, true}},
+		{name: "change queued, then another during the next check", queued: true, during: true, wantAsked: []int{0, 1}, wantFull: []bool{false, true}},
+		{name: "forced, change queued", queued: true, forced: true, wantAsked: []int{1}, wantFull: []bool{true}},
+		{name: "forced, change during", during: true, forced: true, wantAsked: []int{1}, wantFull: []bool{true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &drifter{drifts: []Drift{chain}}
+			s := newShell(t, b, func(o *Options) { o.CheckInterval = time.Minute })
+			initialize(s)
+			syncNow(t, s)
+			n := 0
+			add := func() {
+				n++
+				s.OnServiceAdd(service(fmt.Sprintf("svc-%d", n), fmt.Sprintf("10.0.0.%d", n), nil))
+			}
+			if tc.during {
+				b.during = add
+			}
+			if tc.queued {
+				add()
+			}
+			if tc.forced {
+				s.RequestRulesCheck()
+			} else {
+				s.checkDue.Store(true)
+			}
+			for i := range tc.wantAsked {
+				syncNow(t, s)
+				if b.asked != tc.wantAsked[i] || b.last(t).full != tc.wantFull[i] {
+					t.Fatalf("sync %d: asked=%d full=%v, want asked=%d full=%v", i, b.asked, b.last(t).full, tc.wantAsked[i], tc.wantFull[i])
+				}
+				// Every change made so far was programmed by this sync.
+				if svcs, _ := s.Snapshot(); len(svcs) != n {
+					t.Fatalf("sync %d: %d service ports programmed, want %d", i, len(svcs), n)
+				}
+				wantDue := i+1 < len(tc.wantAsked)
+				if s.checkDue.Load() != wantDue {
+					t.Fatalf("sync %d: check due again = %v, want %v", i, s.checkDue.Load(), wantDue)
+				}
+			}
+		})
 	}
 }

@@ -253,9 +253,15 @@ type Shell struct {
 	endpointsChanges *proxy.EndpointsChangeTracker
 	runner           *runner.BoundedFrequencyRunner
 
-	ctx          atomic.Pointer[context.Context]
-	checkDue     atomic.Bool
-	checkForced  atomic.Bool
+	ctx         atomic.Pointer[context.Context]
+	checkDue    atomic.Bool
+	checkForced atomic.Bool
+	// changeQueued is set by Sync, which the handlers call for every
+	// change, so a due drift check can tell that a change is waiting.
+	changeQueued atomic.Bool
+	// yieldCheck cancels the drift check in progress when a change
+	// arrives (nil when none runs, or the running one may not yield).
+	yieldCheck   atomic.Pointer[context.CancelFunc]
 	againQueued  atomic.Bool
 	successCount atomic.Uint64
 
@@ -275,6 +281,10 @@ type Shell struct {
 	healthCheckPorts   map[types.NamespacedName]uint16
 	healthCheckChanged bool
 	drift              *driftTracker
+	// checkYielded is set when a due drift check gave way to a change;
+	// the next one does not, so constant churn cannot postpone the check
+	// by more than one sync.
+	checkYielded bool
 }
 
 // New returns a Shell driving b. ctx is used for syncs run by the loop and
@@ -341,6 +351,10 @@ func (s *Shell) informerSynced() {
 
 // Sync requests a sync as soon as MinInterval allows (proxy.Provider).
 func (s *Shell) Sync() {
+	s.changeQueued.Store(true)
+	if cancel := s.yieldCheck.Load(); cancel != nil {
+		(*cancel)()
+	}
 	if s.opts.Health != nil {
 		s.opts.Health.QueuedUpdate(s.opts.Family)
 	}
@@ -471,8 +485,16 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 		(s.opts.FullSyncInterval > 0 && !s.noPeriodicFull && start.Sub(s.lastFull) > s.opts.FullSyncInterval)
 	forced := s.checkForced.Swap(false)
 	due := s.checkDue.Swap(false)
+	changeQueued := s.changeQueued.Swap(false)
+	checkAgain := false
 	if !full && s.drifter != nil && (forced || due) {
-		full = s.checkDrift(ctx, start)
+		var yielded bool
+		full, yielded = s.driftBeforeSync(ctx, start, forced, changeQueued)
+		if yielded {
+			// The check runs on the next sync, MinInterval from now.
+			s.checkDue.Store(true)
+			checkAgain = true
+		}
 	}
 	if !full && s.checker != nil && (forced || (due && start.Sub(s.lastProgrammed) >= s.opts.CheckInterval/2)) {
 		if s.checker.RulesMissing(ctx) {
@@ -541,6 +563,9 @@ func (s *Shell) SyncContext(ctx context.Context) error {
 	s.report(u, epResult)
 	s.successCount.Add(1)
 	s.notify(full, start, nil)
+	if checkAgain {
+		s.runner.Run()
+	}
 	return nil
 }
 

@@ -42,6 +42,11 @@
 // HasKubeProxyRules says whether a ruleset holds anything kube-proxy
 // programs at all.
 //
+// SocketLB is the answer of kube-proxy's socket-level load balancer (--socket-lb),
+// which translates a Service address when a local socket connects, before any rule
+// sees a packet: the caller reads its BPF maps back and NewSocketLB says what they
+// do with the packet, beside what the rules do.
+//
 // Kernel state the rules refer to but do not hold (conntrack entries, the
 // node's addresses, iptables' -m recent lists, which interfaces are
 // bridges) is given by the caller in Node; nftables affinity sets carry their elements in the ruleset itself.

@@ -100,6 +100,19 @@ type KubeProxyConfiguration struct {
 	IPFamilyPolicy IPFamilyPolicy
 	// LocalNode configures the node-local state server (--localnode-serve).
 	LocalNode KubeProxyLocalNodeConfiguration
+	// SocketLB configures socket-level load balancing (--socket-lb). v1alpha1 cannot
+	// express it.
+	SocketLB KubeProxySocketLBConfiguration
+}
+
+// KubeProxySocketLBConfiguration configures the socket-level load balancer
+// (pkg/proxy/ebpf) kube-proxy can run beside the nftables or iptables mode.
+type KubeProxySocketLBConfiguration struct {
+	// Enabled attaches it; when false, one pinned by an earlier run is removed.
+	Enabled bool
+	// CgroupPath is the cgroup v2 directory served; empty means the root of the
+	// unified hierarchy, found at start-up.
+	CgroupPath string
 }
 
 // KubeProxyLocalNodeConfiguration configures the node-local state server kube-proxy

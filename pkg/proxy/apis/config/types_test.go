@@ -73,11 +73,14 @@ func TestKeepsUpstreamFields(t *testing.T) {
 		"KubeProxyConfiguration.IPFamilyPolicy IPFamilyPolicy",
 		"KubeProxyConfiguration.LocalNode KubeProxyLocalNodeConfiguration",
 		"KubeProxyConfiguration.NodeIPOverride []string",
+		"KubeProxyConfiguration.SocketLB KubeProxySocketLBConfiguration",
 		"KubeProxyIPVSConfiguration.MasqueradeBit *int32",
 		"KubeProxyLocalNodeConfiguration.ClientCAFile string",
 		"KubeProxyLocalNodeConfiguration.ServeAddress string",
 		"KubeProxyLocalNodeConfiguration.TLSCertFile string",
 		"KubeProxyLocalNodeConfiguration.TLSPrivateKeyFile string",
+		"KubeProxySocketLBConfiguration.CgroupPath string",
+		"KubeProxySocketLBConfiguration.Enabled bool",
 		"type IPFamilyPolicy string",
 	}
 	if strings.Join(added, "\n") != strings.Join(want, "\n") {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"k8s.io/kube-proxy/pkg/proxy/config"
 	localnodev1 "k8s.io/kube-proxy/pkg/proxy/localnodegrpc/api/v1"
 	"k8s.io/kube-proxy/pkg/proxy/source"
 )
@@ -222,7 +223,7 @@ func (s *Source) Run(ctx context.Context, h source.Handler) error {
 		// Services go after their slices, as the brain expects of a deletion.
 		deliver(delivered.Services, next.Services, nil, nil, h.OnServiceDelete)
 		if next.Node != nil {
-			if labels := topologyLabels(next.Node); topology == nil || !maps.Equal(labels, topology) {
+			if labels := config.NodeTopologyLabels(next.Node); topology == nil || !maps.Equal(labels, topology) {
 				topology = labels
 				h.OnTopologyChange(maps.Clone(labels))
 			}
@@ -263,14 +264,4 @@ func deliver[T comparable](old, cur map[types.NamespacedName]T, add func(T), upd
 			del(o)
 		}
 	}
-}
-
-// topologyLabels picks the Node labels the brain's topology code reads, as
-// config.NodeTopologyConfig does.
-func topologyLabels(n *v1.Node) map[string]string {
-	out := map[string]string{}
-	if z, ok := n.Labels[v1.LabelTopologyZone]; ok {
-		out[v1.LabelTopologyZone] = z
-	}
-	return out
 }

@@ -80,6 +80,7 @@ func restrictToV1alpha1(obj *config.KubeProxyConfiguration) {
 	obj.IPFamilyPolicy = config.IPFamilyPolicyPreferDualStack
 	obj.ConfigHardFail = false
 	obj.LocalNode = config.KubeProxyLocalNodeConfiguration{}
+	obj.SocketLB = config.KubeProxySocketLBConfiguration{}
 	obj.IPVS.MasqueradeBit = ptr.To(*obj.IPTables.MasqueradeBit)
 }
 

@@ -53,6 +53,8 @@ func Convert_v1alpha1_KubeProxyConfiguration_To_config_KubeProxyConfiguration(in
 	out.NodeIPOverride = nil
 	// v1alpha1 has no node-local state server; only the flags configure it.
 	out.LocalNode = config.KubeProxyLocalNodeConfiguration{}
+	// Nor socket load balancing; only the --socket-lb flags configure it.
+	out.SocketLB = config.KubeProxySocketLBConfiguration{}
 	return nil
 }
 

@@ -209,6 +209,7 @@ func autoConvert_config_KubeProxyConfiguration_To_v1alpha1_KubeProxyConfiguratio
 	// WARNING: in.NodeIPOverride requires manual conversion: does not exist in peer-type
 	// WARNING: in.IPFamilyPolicy requires manual conversion: does not exist in peer-type
 	// WARNING: in.LocalNode requires manual conversion: does not exist in peer-type
+	// WARNING: in.SocketLB requires manual conversion: does not exist in peer-type
 	return nil
 }
 

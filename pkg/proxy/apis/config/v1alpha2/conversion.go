@@ -25,6 +25,10 @@ func Convert_v1alpha2_KubeProxyConfiguration_To_config_KubeProxyConfiguration(in
 	if in.LocalNode != nil {
 		out.LocalNode = config.KubeProxyLocalNodeConfiguration(*in.LocalNode)
 	}
+	out.SocketLB = config.KubeProxySocketLBConfiguration{}
+	if in.SocketLB != nil {
+		out.SocketLB = config.KubeProxySocketLBConfiguration(*in.SocketLB)
+	}
 	return nil
 }
 
@@ -46,6 +50,12 @@ func Convert_config_KubeProxyConfiguration_To_v1alpha2_KubeProxyConfiguration(in
 	if in.LocalNode != (config.KubeProxyLocalNodeConfiguration{}) {
 		ln := configv1alpha2.KubeProxyLocalNodeConfiguration(in.LocalNode)
 		out.LocalNode = &ln
+	}
+	// Likewise: only a configuration that uses socket load balancing says so.
+	out.SocketLB = nil
+	if in.SocketLB != (config.KubeProxySocketLBConfiguration{}) {
+		sl := configv1alpha2.KubeProxySocketLBConfiguration(in.SocketLB)
+		out.SocketLB = &sl
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package validation
 import (
 	"fmt"
 	"net"
+	"path"
 	"runtime"
 	"slices"
 	"strconv"
@@ -88,6 +89,39 @@ func validate(cfg *config.KubeProxyConfiguration, goos string, baseGate featureg
 	errs = append(errs, logsapi.Validate(&cfg.Logging, gate, root.Child("logging"))...)
 
 	errs = append(errs, validateNodeIPOverride(cfg.NodeIPOverride, cfg.IPFamilyPolicy, root)...)
+	errs = append(errs, validateSocketLB(&cfg.SocketLB, cfg.Mode, goos, root.Child("SocketLB"))...)
+	return errs
+}
+
+// validateSocketLB checks the socket load balancer's settings. The messages name the
+// v1alpha2 field and the flag as well, since either may have set the value.
+func validateSocketLB(c *config.KubeProxySocketLBConfiguration, mode config.ProxyMode, goos string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.CgroupPath != "" {
+		// A relative path would be resolved against kube-proxy's working directory,
+		// and ".." could climb out of the hierarchy: neither names a cgroup reliably.
+		if !path.IsAbs(c.CgroupPath) || path.Clean(c.CgroupPath) != c.CgroupPath {
+			errs = append(errs, field.Invalid(fldPath.Child("CgroupPath"), c.CgroupPath,
+				"must be an absolute, clean path to a cgroup v2 directory (socketLB.cgroupPath, --socket-lb-cgroup-path)"))
+		}
+		if !c.Enabled {
+			errs = append(errs, field.Invalid(fldPath.Child("CgroupPath"), c.CgroupPath,
+				"requires socket load balancing to be enabled (socketLB.enabled: true, --socket-lb)"))
+		}
+	}
+	if !c.Enabled {
+		return errs
+	}
+	switch {
+	case goos == "windows":
+		errs = append(errs, field.Invalid(fldPath.Child("Enabled"), c.Enabled,
+			"socket load balancing (socketLB.enabled, --socket-lb) needs Linux cgroup BPF programs"))
+	case mode != "" && mode != config.ProxyModeNFTables && mode != config.ProxyModeIPTables:
+		// Blank is the Linux default, iptables. The hooks see only this node's
+		// clients, so a packet-level mode must handle everything else.
+		errs = append(errs, field.Invalid(fldPath.Child("Enabled"), c.Enabled,
+			fmt.Sprintf("socket load balancing (socketLB.enabled, --socket-lb) requires mode nftables or iptables (--proxy-mode), not %q: the socket hooks only see this node's clients", mode)))
+	}
 	return errs
 }
 

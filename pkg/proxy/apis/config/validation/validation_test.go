@@ -260,6 +260,29 @@ func TestValidate(t *testing.T) {
 		{name: "unknown IPFamilyPolicy", mutate: func(c *config.KubeProxyConfiguration) { c.IPFamilyPolicy = "DualStack" },
 			want: []string{"KubeProxyConfiguration.IPFamilyPolicy: Unsupported value"}},
 		{name: "empty IPFamilyPolicy is the upstream behaviour", mutate: func(c *config.KubeProxyConfiguration) { c.IPFamilyPolicy = "" }},
+
+		// Socket load balancing.
+		{name: "socket LB with nftables", mutate: func(c *config.KubeProxyConfiguration) {
+			c.Mode, c.SocketLB = config.ProxyModeNFTables, config.KubeProxySocketLBConfiguration{Enabled: true}
+		}},
+		{name: "socket LB with the default mode and a cgroup path", mutate: func(c *config.KubeProxyConfiguration) {
+			c.SocketLB = config.KubeProxySocketLBConfiguration{Enabled: true, CgroupPath: "/sys/fs/cgroup/unified/kubepods"}
+		}},
+		{name: "socket LB with ipvs", mutate: func(c *config.KubeProxyConfiguration) {
+			c.Mode, c.SocketLB = config.ProxyModeIPVS, config.KubeProxySocketLBConfiguration{Enabled: true}
+		}, want: []string{"KubeProxyConfiguration.SocketLB.Enabled: Invalid value"}},
+		{name: "socket LB on windows", goos: "windows", mutate: func(c *config.KubeProxyConfiguration) {
+			c.SocketLB = config.KubeProxySocketLBConfiguration{Enabled: true}
+		}, want: []string{"KubeProxyConfiguration.SocketLB.Enabled: Invalid value"}},
+		{name: "socket LB cgroup path without enabled", mutate: func(c *config.KubeProxyConfiguration) {
+			c.SocketLB = config.KubeProxySocketLBConfiguration{CgroupPath: "/sys/fs/cgroup"}
+		}, want: []string{"KubeProxyConfiguration.SocketLB.CgroupPath: Invalid value"}},
+		{name: "socket LB relative cgroup path", mutate: func(c *config.KubeProxyConfiguration) {
+			c.SocketLB = config.KubeProxySocketLBConfiguration{Enabled: true, CgroupPath: "kubepods"}
+		}, want: []string{"KubeProxyConfiguration.SocketLB.CgroupPath: Invalid value"}},
+		{name: "socket LB cgroup path climbing out", mutate: func(c *config.KubeProxyConfiguration) {
+			c.SocketLB = config.KubeProxySocketLBConfiguration{Enabled: true, CgroupPath: "/sys/fs/cgroup/../etc"}
+		}, want: []string{"KubeProxyConfiguration.SocketLB.CgroupPath: Invalid value"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,6 +378,35 @@ func TestValidateSyncPeriodRelationMessage(t *testing.T) {
 			for _, w := range tc.notWant {
 				if strings.Contains(msg, w) {
 					t.Errorf("%q mentions %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateSocketLBMessages: the errors name the field, the offending value, and
+// the v1alpha2 key and flag that may have set it.
+func TestValidateSocketLBMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode config.ProxyMode
+		sl   config.KubeProxySocketLBConfiguration
+		want []string
+	}{
+		{"ipvs", config.ProxyModeIPVS, config.KubeProxySocketLBConfiguration{Enabled: true},
+			[]string{"KubeProxyConfiguration.SocketLB.Enabled", "true", `not "ipvs"`, "--socket-lb", "--proxy-mode"}},
+		{"relative path", config.ProxyModeNFTables, config.KubeProxySocketLBConfiguration{Enabled: true, CgroupPath: "pods/x"},
+			[]string{"KubeProxyConfiguration.SocketLB.CgroupPath", `"pods/x"`, "socketLB.cgroupPath", "--socket-lb-cgroup-path"}},
+		{"path without enabled", config.ProxyModeNFTables, config.KubeProxySocketLBConfiguration{CgroupPath: "/sys/fs/cgroup"},
+			[]string{"KubeProxyConfiguration.SocketLB.CgroupPath", `"/sys/fs/cgroup"`, "socketLB.enabled", "--socket-lb"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := validConfig()
+			cfg.Mode, cfg.SocketLB = tc.mode, tc.sl
+			msg := validate(cfg, "linux", testGate(t)).ToAggregate().Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
 				}
 			}
 		})

@@ -113,6 +113,9 @@ func EncodingWarnings(cfg *config.KubeProxyConfiguration, gv schema.GroupVersion
 		if cfg.ConfigHardFail {
 			w = append(w, "configHardFail true: v1alpha1 cannot express it; v1alpha1 files are read leniently")
 		}
+		if sl := cfg.SocketLB; sl != (config.KubeProxySocketLBConfiguration{}) {
+			w = append(w, fmt.Sprintf("socketLB (enabled %t, cgroupPath %q): v1alpha1 cannot express it; pass --socket-lb and --socket-lb-cgroup-path with that file", sl.Enabled, sl.CgroupPath))
+		}
 		if ipvs, ipt := cfg.IPVS.MasqueradeBit, cfg.IPTables.MasqueradeBit; ipvs != nil && (ipt == nil || *ipvs != *ipt) {
 			if cfg.Mode == config.ProxyModeIPVS {
 				w = append(w, fmt.Sprintf("iptables.masqueradeBit %s is replaced by ipvs.masqueradeBit %d: v1alpha1 keeps one bit for both, and ipvs is the active mode", bitString(ipt), *ipvs))

@@ -94,6 +94,12 @@ func TestEncodingWarnings(t *testing.T) {
 		{name: "separate ipvs bit in ipvs mode", gv: "v1alpha1", mutate: func(c *config.KubeProxyConfiguration) {
 			c.Mode, c.IPVS.MasqueradeBit = config.ProxyModeIPVS, ptr.To[int32](3)
 		}, want: []string{"iptables.masqueradeBit 14 is replaced by ipvs.masqueradeBit 3"}},
+		{name: "socket LB to v1alpha1", gv: "v1alpha1", mutate: func(c *config.KubeProxyConfiguration) {
+			c.SocketLB = config.KubeProxySocketLBConfiguration{Enabled: true, CgroupPath: "/sys/fs/cgroup/pods"}
+		}, want: []string{`socketLB (enabled true, cgroupPath "/sys/fs/cgroup/pods")`}},
+		{name: "socket LB to v1alpha2", gv: "v1alpha2", mutate: func(c *config.KubeProxyConfiguration) {
+			c.SocketLB = config.KubeProxySocketLBConfiguration{Enabled: true}
+		}},
 		{name: "ipv6 unspecified bindAddress to v1alpha2", gv: "v1alpha2", mutate: func(c *config.KubeProxyConfiguration) {
 			c.BindAddress = "::"
 		}, want: []string{`bindAddress "::" is dropped`}},
