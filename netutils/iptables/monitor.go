@@ -65,11 +65,22 @@ func (r *runner) monitor(canary Chain, tables []Table, reloadFunc func(), interv
 	}()
 
 	for {
+		attempts := 0
 		created := poll(interval, true, stopCh, func() bool {
+			attempts++
 			return r.ensureCanaries(logger, tables, canary)
 		})
 		if !created {
 			return
+		}
+		if attempts > 1 {
+			// Setting the canaries up failed part way, typically because a
+			// chain made a moment earlier was already gone: someone was
+			// deleting chains meanwhile. Canaries made after that would
+			// hide the deletion of our rules, so rewrite them now. (Seen
+			// when a firewall reload raced kube-proxy's start-up.)
+			logger.Info("iptables tables changed while the canaries were set up; rewriting our rules")
+			reloadFunc()
 		}
 
 		gone := make([]bool, len(tables))

@@ -19,6 +19,8 @@ type chainSim struct {
 	checkStatus int
 	// onCheck, when set, runs (with mu held) before each -C is answered.
 	onCheck func(key string)
+	// onAppend, when set, runs (with mu held) before each -A is answered.
+	onAppend func(key string)
 	checks  int
 }
 
@@ -74,6 +76,10 @@ func (s *chainSim) handle(cmd string, args []string, _ []byte) result {
 			return result{out: "iptables: Bad rule (does a matching rule exist in that chain?).", status: 1}
 		}
 	case "-A":
+		if s.onAppend != nil {
+			s.onAppend(key)
+			rules, exists = s.rules[key]
+		}
 		if !exists {
 			return result{out: noChain, status: 1}
 		}
@@ -231,6 +237,26 @@ func TestMonitorRepairsFlushes(t *testing.T) {
 			noMoreReloads(t, sim, reloads)
 		})
 	}
+}
+
+// A firewall reload that lands while the canaries are being set up makes
+// one of them fail (its chain is gone between -N and -A). Canaries made on
+// the retry would hide that our rules went too: Monitor reloads once they
+// are in place.
+func TestMonitorReloadsWhenSetUpRaced(t *testing.T) {
+	sim := newChainSim()
+	raced := false
+	sim.onAppend = func(key string) {
+		if key == "filter/CANARY" && !raced {
+			raced = true
+			for _, k := range canaryKeys {
+				delete(sim.rules, k)
+			}
+		}
+	}
+	reloads, _ := runMonitor(t, sim, fastSettle, nil)
+	waitReload(t, reloads, "a reload during the canaries' set-up")
+	noMoreReloads(t, sim, reloads)
 }
 
 func TestMonitorIgnoresCheckFailures(t *testing.T) {

@@ -95,9 +95,13 @@ func TestKernelCanaryMonitor(t *testing.T) {
 		if ok, text := served(); !ok {
 			t.Fatalf("service not handled after the first sync:\n%s", text)
 		}
+		// The Monitor is set up when every table's canary chain holds its
+		// rule (what it checks), not merely when the chains exist: a
+		// wipe between its -N and -A would otherwise race its set-up.
 		canaries := func() bool {
 			for _, table := range []utiliptables.Table{utiliptables.TableMangle, utiliptables.TableNAT, utiliptables.TableFilter} {
-				if ok, _ := real.ChainExists(table, kubeProxyCanaryChain); !ok {
+				out, err := exec.Command("ip", "netns", "exec", ns, bin+"-"+variant, "-t", string(table), "-S", string(kubeProxyCanaryChain)).CombinedOutput()
+				if err != nil || !strings.Contains(string(out), "-A "+string(kubeProxyCanaryChain)) {
 					return false
 				}
 			}
@@ -111,13 +115,16 @@ func TestKernelCanaryMonitor(t *testing.T) {
 		// with the Monitor: having seen mangle go, kube-proxy re-added
 		// filter rules between filter's -F and -X, and -X failed with
 		// EBUSY.) Named explicitly, so it cannot run on the host.
+		syncsBefore := p.Syncs()
 		restore := exec.Command("ip", "netns", "exec", ns, bin+"-"+variant+"-restore")
 		restore.Stdin = strings.NewReader("*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n")
 		if out, err := restore.CombinedOutput(); err != nil {
 			t.Fatalf("%s-%s-restore of empty tables: %v: %s", bin, variant, err, out)
 		}
-		if ok, _ := served(); ok {
-			t.Fatalf("service still handled after wiping the tables")
+		// The Monitor polls every 100ms and may have rewritten the rules
+		// before this look: handled is right only after a sync.
+		if ok, _ := served(); ok && p.Syncs() == syncsBefore {
+			t.Fatalf("service still handled after wiping the tables, and no sync since")
 		}
 
 		waitFor("the Monitor-triggered resync to restore the service", func() bool { ok, _ := served(); return ok })
