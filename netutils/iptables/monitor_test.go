@@ -21,7 +21,7 @@ type chainSim struct {
 	onCheck func(key string)
 	// onAppend, when set, runs (with mu held) before each -A is answered.
 	onAppend func(key string)
-	checks  int
+	checks   int
 }
 
 func newChainSim() *chainSim { return &chainSim{rules: map[string][]string{}} }
