@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
@@ -269,5 +270,49 @@ func TestLinkChainsOneRestore(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// With the real iptables binaries (nft and legacy), a cold start adds the
+// chains and jumps in one restore the kernel accepts (no fallback to
+// Ensure calls), and a restarted proxier on the same node adopts them with
+// the two saves and its rules restore.
+func TestKernelLinkChainsOneRestore(t *testing.T) {
+	f := fams[0]
+	for _, variant := range []string{"nft", "legacy"} {
+		t.Run(variant, func(t *testing.T) {
+			kernelNetns(t, variant)
+			real := utiliptables.New(utiliptables.ProtocolIPv4)
+			if err := real.Present(); err != nil {
+				t.Skipf("%s iptables not usable here: %v", variant, err)
+			}
+			ips := utilipset.New()
+			if _, err := ips.GetVersion(); err != nil {
+				t.Skipf("ipset not usable here: %v", err)
+			}
+			for _, stage := range []struct {
+				name string
+				want string
+			}{
+				{"cold start", "save:filter save:nat restore restore"},
+				{"restart", "save:filter save:nat restore"},
+			} {
+				ipt := &callLogIPTables{Interface: real}
+				p, _ := kernelProxier(t, f, ipt, ips)
+				svc, slice := jumpTestService(false)
+				p.OnServiceAdd(svc)
+				p.OnEndpointSliceAdd(slice)
+				syncAll(t, p)
+				if got := strings.Join(ipt.calls, " "); got != stage.want {
+					t.Errorf("%s: iptables calls %q, want %q", stage.name, got, stage.want)
+				}
+				save := savedTables(t, real)
+				for _, jc := range iptablesJumpChains {
+					if n := countJump(save, jc); n != 1 {
+						t.Errorf("%s: %s/%s -> %s: %d jump rules, want 1:\n%s", stage.name, jc.table, jc.from, jc.to, n, save)
+					}
+				}
+			}
+		})
 	}
 }
