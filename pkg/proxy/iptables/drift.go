@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	"k8s.io/kube-proxy/pkg/proxy/util/chaincheck"
+	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
@@ -57,7 +58,6 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 	}
 	if c.saved == nil {
 		c.saved = map[utiliptables.Table]int{}
-		c.builtin.rules = map[utiliptables.Chain][][]string{}
 	}
 	var drifts []syncshell.Drift
 	for _, table := range [...]utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
@@ -67,7 +67,7 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 			return nil, err
 		}
 		c.chains.Reset(table)
-		clear(c.builtin.rules)
+		c.builtin.Reset()
 		if table == utiliptables.TableFilter {
 			v.expectFilter(&c.chains)
 		} else {
@@ -117,9 +117,8 @@ type driftCheck struct {
 // builtinRule keeps a rule of a built-in chain, which Scan hands over as
 // not ours, for the jump check.
 func (c *driftCheck) builtinRule(name, line []byte) {
-	if builtin := builtinChain(name); builtin != "" {
-		words := splitRuleWords(string(line))
-		c.builtin.rules[builtin] = append(c.builtin.rules[builtin], words[2:])
+	if jumprules.BuiltinChain(name) != "" {
+		c.builtin.AddRule(line)
 	}
 }
 
@@ -143,18 +142,6 @@ func (v *view) expectNAT(c *chaincheck.Check) {
 			c.Want(ch, int(r.counts[i]))
 		}
 	}
-}
-
-// builtinChain returns the built-in chain name names, or "".
-func builtinChain(name []byte) utiliptables.Chain {
-	if len(name) > len(utiliptables.ChainPostrouting) {
-		return "" // without converting: our stale chains and others' are many
-	}
-	switch c := utiliptables.Chain(name); c {
-	case utiliptables.ChainInput, utiliptables.ChainOutput, utiliptables.ChainForward, utiliptables.ChainPrerouting, utiliptables.ChainPostrouting:
-		return c
-	}
-	return ""
 }
 
 // jumpDrifts appends the jumps from table's built-in chains to ours that

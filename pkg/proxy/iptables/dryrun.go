@@ -6,12 +6,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
@@ -60,11 +60,9 @@ func (d *dryRunIPTables) EnsureRule(position utiliptables.RulePosition, table ut
 	return false, nil
 }
 
-// ensureJumps takes the jumps as separate Ensure calls, so each is printed
-// as an "# ensure:" line.
-func (d *dryRunIPTables) ensureJumps(jumps []jumpRule) error {
-	return ensureEach{d}.ensureJumps(jumps)
-}
+// WantsEnsureCalls makes jumprules.Ensure add the jumps as separate Ensure
+// calls, so each is printed as an "# ensure:" line.
+func (d *dryRunIPTables) WantsEnsureCalls() bool { return true }
 
 func (d *dryRunIPTables) FlushChain(table utiliptables.Table, chain utiliptables.Chain) error {
 	return errNoChain(table, chain)
@@ -133,13 +131,4 @@ func (d *dryRunIPTables) Present() error { return nil }
 
 // quoteArgs joins args as a shell would need them, quoting words with
 // spaces (rule comments).
-func quoteArgs(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if strings.ContainsAny(a, " \t") {
-			a = `"` + a + `"`
-		}
-		out[i] = a
-	}
-	return strings.Join(out, " ")
-}
+func quoteArgs(args []string) string { return jumprules.QuoteArgs(args) }

@@ -5,13 +5,13 @@ package iptables
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
 	utiliptables "k8s.io/net-utils/iptables"
 )
@@ -49,12 +49,10 @@ var kubeletJumpRules = []jumpRule{
 	{utiliptables.TableFilter, kubeletFirewallChain, utiliptables.ChainOutput, "", nil},
 }
 
-func (j jumpRule) args() []string {
-	args := slices.Clone(j.extraArgs)
-	if j.comment != "" {
-		args = append(args, "-m", "comment", "--comment", j.comment)
-	}
-	return append(args, "-j", string(j.dstChain))
+func (j jumpRule) args() []string { return j.jump().Args() }
+
+func (j jumpRule) jump() jumprules.Jump {
+	return jumprules.Jump{Table: j.table, Src: j.srcChain, Dst: j.dstChain, Comment: j.comment, ExtraArgs: j.extraArgs}
 }
 
 // syncer is the proxier's kernel side: it ensures the jumps from builtin
@@ -103,106 +101,34 @@ func (s *syncer) ensureCounter(name string) bool {
 }
 
 // ensureJumpRules creates our top-level chains and the jumps to them from
-// the builtin chains.
-//
-// The current rules are read first (two iptables-save runs, whose nat
-// output the leftover scan reuses), so a full sync of a node that has them
-// makes no further call. What is missing goes in one iptables-restore: on a
-// cold start that is all 14 jumps, which as Ensure calls were 42 iptables
-// executions, about 100 ms of a 1k-Service first sync on iptables-legacy.
-// The restore creates chains with "-N", which fails if the chain appeared
-// since the save; then, as when the save failed, each jump is ensured on
-// its own, and EnsureRule checks exactly. A rule is never skipped unless a
-// rule with the same target, comment and ctstate is present.
+// the builtin chains, with jumprules.Ensure: the current rules are read
+// first (two iptables-save runs, whose nat output the leftover scan
+// reuses), so a full sync of a node that has them makes no further call;
+// what is missing goes in one iptables-restore. On a cold start that is all
+// 14 jumps, which as Ensure calls were 42 iptables executions, about 100 ms
+// of a 1k-Service first sync on iptables-legacy. The dry run
+// (jumprules.OneByOne) gets one Ensure call per chain and jump.
 func (s *syncer) ensureJumpRules() error {
-	present := map[utiliptables.Table]*tableState{}
-	for _, table := range [...]utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
-		var buf bytes.Buffer
-		if err := s.ipt.SaveInto(table, &buf); err != nil {
-			s.logger.V(2).Info("iptables-save failed, ensuring every jump rule", "table", table, "err", err)
-			present = nil
-			break
-		}
-		if table == utiliptables.TableNAT {
-			s.saveBuf.Reset()
-			s.saveBuf.Write(buf.Bytes())
-			s.natSaved = true
-		}
-		present[table] = parseTableState(buf.Bytes())
+	return jumprules.Ensure(s.logger, s.ipt, allJumps, nil, s.keepNATSave)
+}
+
+// keepNATSave keeps the nat table's save for natChains.
+func (s *syncer) keepNATSave(table utiliptables.Table, save []byte) {
+	if table == utiliptables.TableNAT {
+		s.saveBuf.Reset()
+		s.saveBuf.Write(save)
+		s.natSaved = true
 	}
-	var missing []jumpRule
+}
+
+// allJumps are jumpRules then kubeletJumpRules, in jumprules' form.
+var allJumps = func() []jumprules.Jump {
+	var js []jumprules.Jump
 	for _, j := range append(slices.Clip(jumpRules), kubeletJumpRules...) {
-		if st := present[j.table]; st == nil || !st.chains.Has(j.dstChain) || !st.hasJump(j) {
-			missing = append(missing, j)
-		}
+		js = append(js, j.jump())
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if one, ok := s.ipt.(oneByOneEnsurer); ok {
-		return one.ensureJumps(missing)
-	}
-	if present == nil {
-		return ensureEach{s.ipt}.ensureJumps(missing)
-	}
-	err := s.ipt.RestoreAll(jumpRestoreInput(missing, present), utiliptables.NoFlushTables, utiliptables.NoRestoreCounters)
-	if err == nil {
-		return nil
-	}
-	s.logger.V(2).Info("Adding the missing jump rules in one restore failed, ensuring them one by one", "err", err)
-	return ensureEach{s.ipt}.ensureJumps(missing)
-}
-
-// oneByOneEnsurer is implemented by an Interface that wants the jumps as
-// EnsureChain and EnsureRule calls rather than as a restore: the dry run
-// prints each call as the "# ensure:" line `kube-proxy trace` reads.
-type oneByOneEnsurer interface {
-	ensureJumps([]jumpRule) error
-}
-
-// ensureEach ensures jumps with one EnsureChain and one EnsureRule each.
-type ensureEach struct{ ipt utiliptables.Interface }
-
-func (e ensureEach) ensureJumps(jumps []jumpRule) error {
-	for _, j := range jumps {
-		if _, err := e.ipt.EnsureChain(j.table, j.dstChain); err != nil {
-			return fmt.Errorf("ensuring chain %s/%s: %w", j.table, j.dstChain, err)
-		}
-		if _, err := e.ipt.EnsureRule(utiliptables.Prepend, j.table, j.srcChain, j.args()...); err != nil {
-			return fmt.Errorf("ensuring jump %s/%s -> %s: %w", j.table, j.srcChain, j.dstChain, err)
-		}
-	}
-	return nil
-}
-
-// jumpRestoreInput is the iptables-restore input (for --noflush) that adds
-// the missing jumps, creating the chains the saved tables lack. Each jump is
-// inserted at the top, in list order, as EnsureRule(Prepend) would.
-func jumpRestoreInput(missing []jumpRule, present map[utiliptables.Table]*tableState) []byte {
-	var b bytes.Buffer
-	for _, table := range [...]utiliptables.Table{utiliptables.TableFilter, utiliptables.TableNAT} {
-		created := sets.New[utiliptables.Chain]()
-		wrote := false
-		for _, j := range missing {
-			if j.table != table {
-				continue
-			}
-			if !wrote {
-				fmt.Fprintf(&b, "*%s\n", table)
-				wrote = true
-			}
-			if !present[table].chains.Has(j.dstChain) && !created.Has(j.dstChain) {
-				fmt.Fprintf(&b, "-N %s\n", j.dstChain)
-				created.Insert(j.dstChain)
-			}
-			fmt.Fprintf(&b, "-I %s %s\n", j.srcChain, quoteArgs(j.args()))
-		}
-		if wrote {
-			b.WriteString("COMMIT\n")
-		}
-	}
-	return b.Bytes()
-}
+	return js
+}()
 
 // natChains returns the chains of the kernel's nat table, to find leftovers
 // of an earlier process or of a failed sync; ok is false if iptables-save
@@ -260,83 +186,18 @@ func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Ch
 	return false, errSyncFailed
 }
 
-// tableState is what ensureJumpRules needs to know of a saved table.
-type tableState struct {
-	chains sets.Set[utiliptables.Chain]
-	// rules of builtin chains, split into words
-	rules map[utiliptables.Chain][][]string
-}
+// tableState holds the rules of a saved table's builtin chains, which the
+// drift check looks the jumps up in.
+type tableState struct{ jumprules.TableState }
 
 func parseTableState(save []byte) *tableState {
-	st := &tableState{chains: utiliptables.GetChainsFromTable(save), rules: map[utiliptables.Chain][][]string{}}
-	for _, line := range bytes.Split(save, []byte("\n")) {
-		if !bytes.HasPrefix(line, []byte("-A ")) {
-			continue
-		}
-		words := splitRuleWords(string(line))
-		if len(words) < 2 {
-			continue
-		}
-		switch c := utiliptables.Chain(words[1]); c {
-		case utiliptables.ChainInput, utiliptables.ChainOutput, utiliptables.ChainForward, utiliptables.ChainPrerouting, utiliptables.ChainPostrouting:
-			st.rules[c] = append(st.rules[c], words[2:])
-		}
-	}
-	return st
+	return &tableState{*jumprules.ParseTableState(save)}
 }
 
 // hasJump reports whether the source chain has a rule jumping to j's
 // target with j's comment and ctstate match.
-func (st *tableState) hasJump(j jumpRule) bool {
-	for _, w := range st.rules[j.srcChain] {
-		if wordAfter(w, "-j") != string(j.dstChain) {
-			continue
-		}
-		if j.comment != "" && wordAfter(w, "--comment") != j.comment {
-			continue
-		}
-		if ct := wordAfter(j.extraArgs, "--ctstate"); ct != "" && (wordAfter(w, "--ctstate") != ct || slices.Contains(w, "!")) {
-			continue
-		}
-		return true
-	}
-	return false
-}
-
-func wordAfter(words []string, flag string) string {
-	for i := 0; i+1 < len(words); i++ {
-		if words[i] == flag {
-			return words[i+1]
-		}
-	}
-	return ""
-}
+func (st *tableState) hasJump(j jumpRule) bool { return st.HasJump(j.jump()) }
 
 // splitRuleWords splits an iptables-save line into words, removing the
 // double quotes around words that contain spaces.
-func splitRuleWords(line string) []string {
-	var words []string
-	var cur []byte
-	inQuote, inWord := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case c == '"':
-			inQuote, inWord = !inQuote, true
-		case c == '\\' && inQuote && i+1 < len(line):
-			i++
-			cur = append(cur, line[i])
-		case (c == ' ' || c == '\t') && !inQuote:
-			if inWord {
-				words = append(words, string(cur))
-				cur, inWord = cur[:0], false
-			}
-		default:
-			cur, inWord = append(cur, c), true
-		}
-	}
-	if inWord {
-		words = append(words, string(cur))
-	}
-	return words
-}
+func splitRuleWords(line string) []string { return jumprules.SplitRuleWords(line) }

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	"k8s.io/kube-proxy/pkg/proxy/util/chaincheck"
+	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilipvs "k8s.io/net-utils/ipvs"
@@ -340,10 +341,11 @@ func (p *Proxier) iptablesDrift(drifts []syncshell.Drift) ([]syncshell.Drift, er
 }
 
 // jumpDrifts appends the jumps from table's built-in chains to ours that an
-// iptables-save of it lacks.
+// iptables-save of it lacks, judged as linkChains judges them (jumprules).
 func jumpDrifts(table utiliptables.Table, save []byte, drifts []syncshell.Drift) []syncshell.Drift {
+	st := jumprules.ParseTableState(save)
 	for _, jc := range iptablesJumpChains {
-		if jc.table != table || hasJump(save, jc) {
+		if jc.table != table || st.HasJump(jc.jump()) {
 			continue
 		}
 		drifts = append(drifts, syncshell.Drift{Kind: driftJump,
@@ -351,22 +353,4 @@ func jumpDrifts(table utiliptables.Table, save []byte, drifts []syncshell.Drift)
 			Expected: fmt.Sprintf("-A %s -m comment --comment %q -j %s", jc.from, jc.comment, jc.to), Found: ""})
 	}
 	return drifts
-}
-
-// hasJump reports whether save has a rule in jc.from jumping to jc.to with
-// jc.comment.
-func hasJump(save []byte, jc jumpChain) bool {
-	prefix := "-A " + string(jc.from) + " "
-	target := " -j " + string(jc.to)
-	quoted, bare := `--comment "`+jc.comment+`"`, "--comment "+jc.comment+" "
-	for _, line := range bytes.Split(save, []byte{'\n'}) {
-		l := string(line)
-		if !strings.HasPrefix(l, prefix) || !(strings.HasSuffix(l, target) || strings.Contains(l, target+" ")) {
-			continue
-		}
-		if strings.Contains(l, quoted) || strings.Contains(l, bare) {
-			return true
-		}
-	}
-	return false
 }

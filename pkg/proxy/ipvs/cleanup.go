@@ -93,8 +93,8 @@ vs:
 func cleanupIptablesLeftovers(ctx context.Context, ipt utiliptables.Interface) (encounteredError bool) {
 	logger := klog.FromContext(ctx)
 	for _, jc := range iptablesJumpChains {
-		args := []string{"-m", "comment", "--comment", jc.comment, "-j", string(jc.to)}
-		if err := ipt.DeleteRule(jc.table, jc.from, args...); err != nil && !utiliptables.IsNotFoundError(err) {
+		// The rule exactly as linkChains inserts it.
+		if err := ipt.DeleteRule(jc.table, jc.from, jc.jump().Args()...); err != nil && !utiliptables.IsNotFoundError(err) {
 			logger.Error(err, "Error removing iptables rules in ipvs proxier")
 			encounteredError = true
 		}

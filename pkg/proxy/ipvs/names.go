@@ -3,6 +3,7 @@
 package ipvs
 
 import (
+	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 )
@@ -59,6 +60,25 @@ var iptablesJumpChains = []jumpChain{
 	{utiliptables.TableFilter, utiliptables.ChainInput, kubeIPVSFilterChain, "kubernetes ipvs access filter"},
 	{utiliptables.TableFilter, utiliptables.ChainOutput, kubeIPVSOutFilterChain, "kubernetes ipvs access filter"},
 }
+
+func (jc jumpChain) jump() jumprules.Jump {
+	return jumprules.Jump{Table: jc.table, Src: jc.from, Dst: jc.to, Comment: jc.comment}
+}
+
+// ipvsJumps are iptablesJumpChains in jumprules' form; ipvsChains are
+// iptablesChains, which linkChains creates too when missing (the jumps'
+// targets among them as well).
+var ipvsJumps, ipvsChains = func() ([]jumprules.Jump, []jumprules.Chain) {
+	js := make([]jumprules.Jump, 0, len(iptablesJumpChains))
+	for _, jc := range iptablesJumpChains {
+		js = append(js, jc.jump())
+	}
+	cs := make([]jumprules.Chain, 0, len(iptablesChains))
+	for _, ch := range iptablesChains {
+		cs = append(cs, jumprules.Chain{Table: ch.table, Chain: ch.chain})
+	}
+	return js, cs
+}()
 
 type tableChain struct {
 	table utiliptables.Table
