@@ -19,13 +19,7 @@ func init() {
 
 func newIPTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error) {
 	var ipt utiliptables.Interface
-	var opts []iptables.Option
-	if f.dryRun != nil {
-		opts = append(opts, iptables.WithDryRun(f.dryRun))
-		if f.nodeAddrs != nil {
-			opts = append(opts, iptables.WithNetworkInterfacer(f.nodeAddrs))
-		}
-	} else {
+	if f.dryRun == nil {
 		// platformCheckSupported found this family's iptables present.
 		var err error
 		if ipt, err = s.iptablesFor(ctx, f.family); err != nil {
@@ -33,5 +27,5 @@ func newIPTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (pro
 		}
 	}
 	return asProvider(iptables.NewProxierWithOptions(ctx, s.Config, f.family, ipt, utilsysctl.New(),
-		f.localDetector, s.NodeName, f.nodeIP, s.Recorder, s.HealthzServer, f.initOnly, opts...))
+		f.localDetector, s.NodeName, f.nodeIP, s.Recorder, s.HealthzServer, f.initOnly, f.dryRunOptions()...))
 }

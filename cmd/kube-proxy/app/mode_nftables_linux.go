@@ -16,12 +16,8 @@ func init() {
 
 func newNFTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error) {
 	if f.dryRun != nil {
-		opts := []nftables.Option{nftables.WithDryRun(f.dryRun)}
-		if f.nodeAddrs != nil {
-			opts = append(opts, nftables.WithNetworkInterfacer(f.nodeAddrs))
-		}
 		return asProvider(nftables.NewProxierWithOptions(ctx, s.Config, f.family, f.localDetector, s.NodeName, f.nodeIP,
-			nil, nil, false, opts...))
+			nil, nil, false, f.dryRunOptions()...))
 	}
 	return asProvider(nftables.NewProxier(ctx, s.Config, f.family, f.localDetector, s.NodeName, f.nodeIP,
 		s.Recorder, s.HealthzServer, f.initOnly))

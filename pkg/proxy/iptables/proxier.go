@@ -143,9 +143,9 @@ func NewProxierWithOptions(ctx context.Context,
 	opts ...Option,
 ) (*Proxier, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	var o options
-	for _, opt := range opts {
-		opt(&o)
+	o, err := collectOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("iptables proxier (%s): %w", ipFamily, err)
 	}
 	if err := proxierargs.Check("iptables", config, ipFamily); err != nil {
 		return nil, err
@@ -187,18 +187,18 @@ func NewProxierWithOptions(ctx context.Context,
 	// canary Monitor stays: it notices a whole table flushed (a firewall
 	// reload) within its poll interval without reading the tables. A dry
 	// run has no kernel to compare with.
-	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, o.ServiceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
-	shellOpts.MakeServicePort = newServiceInfo
-	if o.DryRun == nil {
-		shellOpts.CheckInterval = shellOpts.RetryInterval
+	if p.Shell, err = syncshell.NewProxierShell(ctx, syncshell.ProxierShell{
+		Mode: "iptables", Family: ipFamily, NodeName: nodeName,
+		MinSyncPeriod: config.MinSyncPeriod.Duration, SyncPeriod: config.SyncPeriod.Duration,
+		Healthz: healthzServer, ServiceHealth: o.ServiceHealthServer,
+		CleanStaleConntrack: conntrack.StaleEntriesCleaner(o.Conntrack, ipFamily),
+		MakeServicePort:     newServiceInfo,
+		CheckRules:          o.DryRun == nil,
+		Logger:              logger, OnSync: o.SyncHook,
+	}, (*rulesBackend)(p)); err != nil {
+		return nil, err
 	}
-	shellOpts.Logger, shellOpts.OnSync = &logger, o.SyncHook
-	p.syncPeriod = shellOpts.RetryInterval
-	logger.V(2).Info("Iptables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", p.syncPeriod, "maxSyncPeriod", shellOpts.MaxInterval)
-	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
-		return nil, fmt.Errorf("iptables proxier (%s): %w", ipFamily, err)
-	}
+	p.syncPeriod = p.Shell.RetryInterval()
 
 	if o.DryRun == nil && !o.noMonitor {
 		stop := o.stopCh
