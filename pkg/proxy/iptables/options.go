@@ -39,29 +39,18 @@ type ownOptions struct {
 	noMonitor bool
 }
 
-// options collects what Options set.
-type options struct {
-	proxieropts.Options
-	ownOptions
-}
-
-func collectOptions(opts []Option) (options, error) {
-	shared, own, err := proxieropts.Collect[ownOptions](opts)
-	return options{shared, own}, err
-}
-
 // complete fills in what no Option set: the host's clients, or for a dry
 // run stand-ins that touch nothing.
-func (o *options) complete(ipFamily v1.IPFamily, nodeName string, recorder events.EventRecorder,
+func completeOptions(o *proxieropts.Collected[ownOptions], ipFamily v1.IPFamily, nodeName string, recorder events.EventRecorder,
 	healthzServer *healthcheck.ProxyHealthServer, nodePortAddresses *proxyutil.NodePortAddresses, logger klog.Logger) {
 	o.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
 	dryRun := o.DryRun != nil
-	if !o.nfacctSet && !dryRun {
+	if !o.Own.nfacctSet && !dryRun {
 		n, err := nfacct.New()
 		if err != nil {
 			logger.Error(err, "Failed to create nfacct runner, nfacct based metrics won't be available")
 		} else {
-			o.nfacct = n
+			o.Own.nfacct = n
 		}
 	}
 	if o.Conntrack == nil && !dryRun {

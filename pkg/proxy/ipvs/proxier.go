@@ -150,11 +150,12 @@ func NewProxierWithOptions(
 	initOnly bool,
 	opts ...Option,
 ) (*Proxier, error) {
-	shared, d, err := proxieropts.Collect[deps](opts)
+	c, err := proxieropts.Collect[deps](opts)
 	if err != nil {
 		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)
 	}
-	d.HostOptions, d.conntrack = shared.HostOptions, shared.Conntrack
+	d := c.Own
+	d.HostOptions, d.conntrack = c.HostOptions, c.Conntrack
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
 	if err := proxierargs.Check("ipvs", config, ipFamily); err != nil {
 		return nil, err
@@ -248,15 +249,10 @@ func NewProxierWithOptions(
 	// not change alone, and once per syncPeriod Drift (check.go) compares
 	// everything programmed with the kernel, turning that sync into a full
 	// one, which repairs it, when anything differs.
-	if p.Shell, err = syncshell.NewProxierShell(ctx, syncshell.ProxierShell{
-		Mode: "ipvs", Family: ipFamily, NodeName: nodeName,
-		MinSyncPeriod: config.MinSyncPeriod.Duration, SyncPeriod: config.SyncPeriod.Duration,
-		Healthz: healthzServer, ServiceHealth: d.ServiceHealthServer,
-		CleanStaleConntrack: conntrack.StaleEntriesCleaner(d.conntrack, ipFamily),
-		MakeServicePort:     newServiceInfo,
-		CheckRules:          true,
-		Logger:              logger, OnSync: d.SyncHook,
-	}, (*rulesBackend)(p)); err != nil {
+	// The shell sees the defaults filled in above.
+	shared := proxieropts.Options{HostOptions: d.HostOptions, Conntrack: d.conntrack}
+	if p.Shell, err = shared.NewShell(ctx, syncshell.ProxierShell{Mode: "ipvs", Family: ipFamily, NodeName: nodeName, Config: config,
+		Healthz: healthzServer, MakeServicePort: newServiceInfo, CheckRules: true, Logger: logger}, (*rulesBackend)(p)); err != nil {
 		return nil, err
 	}
 	p.retryInterval = p.Shell.RetryInterval()

@@ -28,17 +28,6 @@ type ownOptions struct {
 	ledger *genLedger
 }
 
-// options collects what Options set.
-type options struct {
-	proxieropts.Options
-	ownOptions
-}
-
-func collectOptions(opts []Option) (options, error) {
-	shared, own, err := proxieropts.Collect[ownOptions](opts)
-	return options{shared, own}, err
-}
-
 // WithNFTables programs nft instead of the host's nftables, for example a
 // knftables.NewFake() whose final ruleset a test or an embedder reads back.
 // nft must be for this proxier's family and the kube-proxy table.

@@ -62,11 +62,11 @@ func NewDualStackProxierWithOptions(
 	initOnly bool,
 	opts ...Option,
 ) (proxy.Provider, error) {
-	o, err := collectOptions(opts)
+	o, err := proxieropts.Collect[ownOptions](opts)
 	if err != nil {
 		return nil, fmt.Errorf("nftables dual-stack proxier: %w", err)
 	}
-	if o.nft != nil {
+	if o.Own.nft != nil {
 		return nil, fmt.Errorf("nftables: WithNFTables names one family's table; build each family with NewProxierWithOptions")
 	}
 	// Both families' writes move the kernel's one ruleset generation; a
@@ -139,12 +139,12 @@ func NewProxierWithOptions(ctx context.Context,
 	if err := proxierargs.Check("nftables", config, ipFamily); err != nil {
 		return nil, err
 	}
-	o, err := collectOptions(opts)
+	o, err := proxieropts.Collect[ownOptions](opts)
 	if err != nil {
 		return nil, fmt.Errorf("nftables proxier (%s): %w", ipFamily, err)
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	nft := o.nft
+	nft := o.Own.nft
 	var elements elementWriter
 	// The drift check reads the host's own table back over netlink.
 	var reader *tableReader
@@ -214,8 +214,8 @@ func NewProxierWithOptions(ctx context.Context,
 	}, logger)
 	p.syncer.elements = elements
 	p.syncer.driftState.reader = reader
-	if o.ledger != nil {
-		p.syncer.driftState.ledger = o.ledger
+	if o.Own.ledger != nil {
+		p.syncer.driftState.ledger = o.Own.ledger
 	}
 	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.masqueradeMark())
 	if err := p.syncer.checkEndpointMaps(ctx); err != nil {
@@ -231,15 +231,8 @@ func NewProxierWithOptions(ctx context.Context,
 	// syncPeriod the drift check (drift.go) compares the table with what
 	// was programmed, which costs one netlink request when nothing wrote to
 	// nftables since.
-	if p.Shell, err = syncshell.NewProxierShell(ctx, syncshell.ProxierShell{
-		Mode: "nftables", Family: ipFamily, NodeName: nodeName,
-		MinSyncPeriod: config.MinSyncPeriod.Duration, SyncPeriod: config.SyncPeriod.Duration,
-		Healthz: healthzServer, ServiceHealth: o.ServiceHealthServer,
-		CleanStaleConntrack: conntrack.StaleEntriesCleaner(o.Conntrack, ipFamily),
-		MakeServicePort:     newServiceInfo,
-		CheckRules:          true,
-		Logger:              logger, OnSync: o.SyncHook,
-	}, (*rulesBackend)(p)); err != nil {
+	if p.Shell, err = o.NewShell(ctx, syncshell.ProxierShell{Mode: "nftables", Family: ipFamily, NodeName: nodeName, Config: config,
+		Healthz: healthzServer, MakeServicePort: newServiceInfo, CheckRules: true, Logger: logger}, (*rulesBackend)(p)); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 )
 
 // ownPort and ownEndpoint stand for a backend's own types; otherPort and
@@ -81,7 +83,9 @@ type portOnlyValidator struct {
 	refuse string
 }
 
-func (v *portOnlyValidator) Sync(ctx context.Context, u *Update) (Outcome, error) { return v.rec.Sync(ctx, u) }
+func (v *portOnlyValidator) Sync(ctx context.Context, u *Update) (Outcome, error) {
+	return v.rec.Sync(ctx, u)
+}
 
 func (v *portOnlyValidator) ValidServicePort(name proxy.ServicePortName, _ proxy.ServicePort) bool {
 	return name.String() != v.refuse
@@ -138,6 +142,10 @@ func TestShellValidation(t *testing.T) {
 	}
 }
 
+func periods(minSync, sync time.Duration) *kubeproxyconfig.KubeProxyConfiguration {
+	return &kubeproxyconfig.KubeProxyConfiguration{MinSyncPeriod: metav1.Duration{Duration: minSync}, SyncPeriod: metav1.Duration{Duration: sync}}
+}
+
 func TestNewProxierShell(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -146,16 +154,18 @@ func TestNewProxierShell(t *testing.T) {
 		wantRetry time.Duration
 		wantCheck time.Duration
 	}{
-		{name: "checked", ps: ProxierShell{Mode: "nftables", Family: v1.IPv4Protocol, SyncPeriod: 20 * time.Second, CheckRules: true},
+		{name: "checked", ps: ProxierShell{Mode: "nftables", Family: v1.IPv4Protocol, Config: periods(0, 20*time.Second), CheckRules: true},
 			wantRetry: 20 * time.Second, wantCheck: 20 * time.Second},
-		{name: "dry run: no check", ps: ProxierShell{Mode: "iptables", Family: v1.IPv6Protocol, SyncPeriod: 20 * time.Second},
+		{name: "dry run: no check", ps: ProxierShell{Mode: "iptables", Family: v1.IPv6Protocol, Config: periods(0, 20*time.Second)},
 			wantRetry: 20 * time.Second},
-		{name: "default sync period", ps: ProxierShell{Mode: "ipvs", Family: v1.IPv4Protocol, CheckRules: true},
+		{name: "default sync period", ps: ProxierShell{Mode: "ipvs", Family: v1.IPv4Protocol, Config: periods(0, 0), CheckRules: true},
 			wantRetry: 30 * time.Second, wantCheck: 30 * time.Second},
-		{name: "bad family names the mode", ps: ProxierShell{Mode: "ipvs", Family: "IPv5"},
+		{name: "bad family names the mode", ps: ProxierShell{Mode: "ipvs", Family: "IPv5", Config: periods(0, 0)},
 			wantErr: `ipvs proxier (IPv5): syncshell: invalid IP family "IPv5"`},
-		{name: "min above max", ps: ProxierShell{Mode: "iptables", Family: v1.IPv4Protocol, MinSyncPeriod: 2 * time.Hour},
+		{name: "min above max", ps: ProxierShell{Mode: "iptables", Family: v1.IPv4Protocol, Config: periods(2*time.Hour, 0)},
 			wantErr: "iptables proxier (IPv4): syncshell: sync intervals"},
+		{name: "no configuration", ps: ProxierShell{Mode: "nftables", Family: v1.IPv4Protocol},
+			wantErr: "nftables proxier (IPv4): nil configuration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

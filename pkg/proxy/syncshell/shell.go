@@ -19,6 +19,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/runner"
@@ -239,11 +240,11 @@ func ProxierOptions(family v1.IPFamily, nodeName string, minSyncPeriod, syncPeri
 // ProxierOptions' arguments plus what each mode adds to them.
 type ProxierShell struct {
 	// Mode names the proxier ("iptables") in the log and in errors.
-	Mode          string
-	Family        v1.IPFamily
-	NodeName      string
-	MinSyncPeriod time.Duration
-	SyncPeriod    time.Duration
+	Mode     string
+	Family   v1.IPFamily
+	NodeName string
+	// Config gives MinSyncPeriod and SyncPeriod.
+	Config *kubeproxyconfig.KubeProxyConfiguration
 	// Healthz and ServiceHealth may be nil.
 	Healthz             *healthcheck.ProxyHealthServer
 	ServiceHealth       healthcheck.ServiceHealthServer
@@ -261,7 +262,11 @@ type ProxierShell struct {
 // b, with ProxierOptions' timing, and logs the sync periods it chose. The
 // proxier reads the retry interval it needs from Shell.RetryInterval.
 func NewProxierShell(ctx context.Context, ps ProxierShell, b Backend) (*Shell, error) {
-	opts := ProxierOptions(ps.Family, ps.NodeName, ps.MinSyncPeriod, ps.SyncPeriod, ps.Healthz, ps.ServiceHealth, ps.CleanStaleConntrack)
+	if ps.Config == nil {
+		return nil, fmt.Errorf("%s proxier (%s): nil configuration", ps.Mode, ps.Family)
+	}
+	opts := ProxierOptions(ps.Family, ps.NodeName, ps.Config.MinSyncPeriod.Duration, ps.Config.SyncPeriod.Duration,
+		ps.Healthz, ps.ServiceHealth, ps.CleanStaleConntrack)
 	opts.MakeServicePort = ps.MakeServicePort
 	if ps.CheckRules {
 		opts.CheckInterval = opts.RetryInterval

@@ -215,14 +215,9 @@ func newProxierInternal(
 
 	// A sync without changes makes no HNS call; a recreated network is
 	// noticed by the rules check, one HNS call per sync period.
-	if p.Shell, err = syncshell.NewProxierShell(ctx, syncshell.ProxierShell{
-		Mode: "winkernel", Family: ipFamily, NodeName: nodeName,
-		MinSyncPeriod: config.MinSyncPeriod.Duration, SyncPeriod: config.SyncPeriod.Duration,
-		Healthz: healthzServer, ServiceHealth: serviceHealth,
-		MakeServicePort: newServiceInfo,
-		CheckRules:      true,
-		Logger:          logger,
-	}, b); err != nil {
+	if p.Shell, err = syncshell.NewProxierShell(ctx, syncshell.ProxierShell{Mode: "winkernel", Family: ipFamily, NodeName: nodeName,
+		Config: config, Healthz: healthzServer, ServiceHealth: serviceHealth, MakeServicePort: newServiceInfo, CheckRules: true,
+		Logger: logger}, b); err != nil {
 		return nil, err
 	}
 	b.staleRetry = p.Shell.RetryInterval()

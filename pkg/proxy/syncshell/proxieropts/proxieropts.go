@@ -3,6 +3,7 @@
 package proxieropts
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -47,26 +48,44 @@ func own[T any](o *Options) *T {
 	return t
 }
 
+// Collected are the options a proxier was given: the shared ones and its
+// own, of type T.
+type Collected[T any] struct {
+	Options
+	Own T
+}
+
 // Collect applies opts in order and returns the shared options and the
 // proxier-specific ones of type T (zero when none were set). An option made
 // by Set for another type, that is for another proxier, is an error rather
 // than silently ignored.
-func Collect[T any](opts []Option) (Options, T, error) {
+func Collect[T any](opts []Option) (Collected[T], error) {
 	var o Options
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	mine := *own[T](&o)
+	c := Collected[T]{Own: *own[T](&o)}
 	for _, v := range o.own {
 		if _, ok := v.(*T); !ok {
 			var want *T
-			return o, mine, fmt.Errorf("option for another proxier: it sets %T, this proxier reads %T", v, want)
+			return c, fmt.Errorf("option for another proxier: it sets %T, this proxier reads %T", v, want)
 		}
 	}
 	o.own = nil
-	return o, mine, nil
+	c.Options = o
+	return c, nil
+}
+
+// NewShell builds the proxier's sync shell over b (syncshell.NewProxierShell)
+// with what the shared options hold: the per-service health check server,
+// stale UDP flow cleanup through Conntrack, and the sync hook.
+func (o *Options) NewShell(ctx context.Context, ps syncshell.ProxierShell, b syncshell.Backend) (*syncshell.Shell, error) {
+	ps.ServiceHealth = o.ServiceHealthServer
+	ps.CleanStaleConntrack = conntrack.StaleEntriesCleaner(o.Conntrack, ps.Family)
+	ps.OnSync = o.SyncHook
+	return syncshell.NewProxierShell(ctx, ps, b)
 }
 
 // WithDryRun makes every sync write what it would program to w instead of

@@ -50,14 +50,15 @@ func TestCollect(t *testing.T) {
 				}
 			}},
 		{name: "own options accumulate, later wins, nil skipped",
-			opts: []Option{Set(func(m *mine) { m.a = 1 }), nil, Set(func(m *mine) { m.b = 2 }), Set(func(m *mine) { m.a = 3 })},
+			opts:     []Option{Set(func(m *mine) { m.a = 1 }), nil, Set(func(m *mine) { m.b = 2 }), Set(func(m *mine) { m.a = 3 })},
 			wantMine: mine{a: 3, b: 2}},
 		{name: "another proxier's option", opts: []Option{Set(func(m *mine) { m.a = 1 }), Set(func(x *theirs) { x.x = true })},
 			wantMine: mine{a: 1}, wantErr: "option for another proxier: it sets *proxieropts.theirs, this proxier reads *proxieropts.mine"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o, m, err := Collect[mine](tc.opts)
+			c, err := Collect[mine](tc.opts)
+			o, m := c.Options, c.Own
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want %q", err, tc.wantErr)
