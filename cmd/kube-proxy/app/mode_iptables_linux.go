@@ -9,13 +9,8 @@ import (
 	utilsysctl "k8s.io/net-utils/sysctl"
 
 	"k8s.io/kube-proxy/pkg/proxy"
-	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/iptables"
 )
-
-func init() {
-	proxierModes[kubeproxyconfig.ProxyModeIPTables] = proxierMode{dryRunKind: "iptables-restore input", newProxier: newIPTablesProxier}
-}
 
 func newIPTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error) {
 	var ipt utiliptables.Interface

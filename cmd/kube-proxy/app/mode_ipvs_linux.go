@@ -21,10 +21,6 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/ipvs"
 )
 
-func init() {
-	proxierModes[kubeproxyconfig.ProxyModeIPVS] = proxierMode{dryRunKind: ipvsDryRunKind, newProxier: newIPVSProxier, checkAvailable: checkIPVSAvailable}
-}
-
 // ipvsDeprecationMessage is upstream 1.37's wording, logged and sent as the
 // IPVSDeprecation event.
 const ipvsDeprecationMessage = "The ipvs proxier has been deprecated and will be disabled by default in Kubernetes 1.40 and removed in Kubernetes 1.43. Migrate to the 'nftables' proxier instead."
