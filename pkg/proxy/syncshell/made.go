@@ -60,24 +60,23 @@ func record(types *sync.Map, v any) {
 
 // portProblem says why svc is of a type the makers never made, or "".
 func (m *madeTypes) portProblem(svc proxy.ServicePort) string {
-	if m.customPorts {
-		if _, ok := m.ports.Load(reflect.TypeOf(svc)); ok {
-			return ""
-		}
-	} else if _, ok := svc.(*proxy.BaseServicePortInfo); ok {
-		return ""
-	}
-	return fmt.Sprintf("unexpected type %T", svc)
+	return madeProblem[*proxy.BaseServicePortInfo](m.customPorts, &m.ports, svc)
 }
 
 // endpointProblem says why ep is of a type the makers never made, or "".
 func (m *madeTypes) endpointProblem(ep proxy.Endpoint) string {
-	if m.customEndpoints {
-		if _, ok := m.endpoints.Load(reflect.TypeOf(ep)); ok {
+	return madeProblem[*proxy.BaseEndpointInfo](m.customEndpoints, &m.endpoints, ep)
+}
+
+// madeProblem checks v against the types a custom maker returned, or
+// without one against the trackers' base type Base.
+func madeProblem[Base any](custom bool, made *sync.Map, v any) string {
+	if custom {
+		if _, ok := made.Load(reflect.TypeOf(v)); ok {
 			return ""
 		}
-	} else if _, ok := ep.(*proxy.BaseEndpointInfo); ok {
+	} else if _, ok := v.(Base); ok {
 		return ""
 	}
-	return fmt.Sprintf("unexpected type %T", ep)
+	return fmt.Sprintf("unexpected type %T", v)
 }
