@@ -24,6 +24,7 @@ import (
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utiliptables "k8s.io/net-utils/iptables"
@@ -81,15 +82,15 @@ func manyServices(f fam, n, eps int) ([]*v1.Service, []*discovery.EndpointSlice)
 	var slcs []*discovery.EndpointSlice
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("svc%d", i)
-		svcs = append(svcs, makeService("ns", name, func(s *v1.Service) {
+		svcs = append(svcs, st.NewService("ns", name, func(s *v1.Service) {
 			s.Spec.ClusterIP = f.svcIndex(i)
-			s.Spec.Ports = []v1.ServicePort{svcPort("p80", 80, v1.ProtocolTCP, 0)}
+			s.Spec.Ports = []v1.ServicePort{st.ServicePort("p80", 80, v1.ProtocolTCP, 0)}
 		}))
-		var e []ep
+		var e []st.EP
 		for j := 0; j < eps; j++ {
-			e = append(e, ep{ip: f.podIndex(i*eps + j), node: fmt.Sprintf("node%d", j%7)})
+			e = append(e, st.EP{IP: f.podIndex(i*eps + j), Node: fmt.Sprintf("node%d", j%7)})
 		}
-		slcs = append(slcs, makeSlice(f, "ns", name, name+"-1", []discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)}, e...))
+		slcs = append(slcs, st.Slice("ns", name, name+"-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("p80", 8080, v1.ProtocolTCP)}, e...))
 	}
 	return svcs, slcs
 }
@@ -389,9 +390,9 @@ func TestHealthCheckServerSync(t *testing.T) {
 		}
 	}
 	oracle("initial")
-	two := makeService("ns2", "two", func(s *v1.Service) {
+	two := st.NewService("ns2", "two", func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(7)
-		s.Spec.Ports = []v1.ServicePort{svcPort("a", 80, v1.ProtocolTCP, 3101), svcPort("b", 81, v1.ProtocolTCP, 3102)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("a", 80, v1.ProtocolTCP, 3101), st.ServicePort("b", 81, v1.ProtocolTCP, 3102)}
 		// Only Services with a health check node port are served, so
 		// this one has one too.
 		s.Spec.Type = v1.ServiceTypeLoadBalancer
@@ -399,8 +400,8 @@ func TestHealthCheckServerSync(t *testing.T) {
 		s.Spec.HealthCheckNodePort = 30001
 	})
 	env.p.OnServiceAdd(two)
-	twoSlice := makeSlice(f, "ns2", "two", "two-1", []discovery.EndpointPort{slicePort("a", 80, v1.ProtocolTCP), slicePort("b", 81, v1.ProtocolTCP)},
-		ep{ip: f.pod(3), node: testNodeName}, ep{ip: f.pod(4), node: testNodeName}, ep{ip: f.pod(5), node: testNodeName, terminating: true})
+	twoSlice := st.Slice("ns2", "two", "two-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("a", 80, v1.ProtocolTCP), st.SlicePort("b", 81, v1.ProtocolTCP)},
+		st.EP{IP: f.pod(3), Node: testNodeName}, st.EP{IP: f.pod(4), Node: testNodeName}, st.EP{IP: f.pod(5), Node: testNodeName, Terminating: true})
 	env.p.OnEndpointSliceAdd(twoSlice)
 	env.sync(t)
 	oracle("second service, two ports")
@@ -444,19 +445,19 @@ func TestBadInputSkipped(t *testing.T) {
 	for _, f := range families {
 		t.Run(string(f.family), func(t *testing.T) {
 			good := f.stdService(nil)
-			badIP := makeService("ns1", "badip", func(s *v1.Service) {
+			badIP := st.NewService("ns1", "badip", func(s *v1.Service) {
 				s.Spec.ClusterIP = "not-an-ip"
-				s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 0)}
 			})
-			portZero := makeService("ns1", "port0", func(s *v1.Service) {
+			portZero := st.NewService("ns1", "port0", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(3)
-				s.Spec.Ports = []v1.ServicePort{svcPort("p", 0, v1.ProtocolTCP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 0, v1.ProtocolTCP, 0)}
 			})
-			badName := makeService("ns1", `evil" -j ACCEPT`, func(s *v1.Service) {
+			badName := st.NewService("ns1", `evil" -j ACCEPT`, func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(4)
-				s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 0)}
 			})
-			garbage := f.stdSlice(ep{ip: "garbage", node: testNodeName}, ep{ip: f.rpod(1), node: "node2"}, ep{ip: "10.0.0.0.0", node: "node2"})
+			garbage := f.stdSlice(st.EP{IP: "garbage", Node: testNodeName}, st.EP{IP: f.rpod(1), Node: "node2"}, st.EP{IP: "10.0.0.0.0", Node: "node2"})
 			env := newTestEnv(t, f, envConfig{})
 			// The brain may reject some of this before the proxier sees it;
 			// either way a log line must name it.

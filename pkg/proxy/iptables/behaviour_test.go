@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // check is one traced packet and its expected outcomes, each written as
@@ -60,20 +62,20 @@ func acc(dnat string, masq bool, pct string) string {
 // The standard service used by most scenarios: ns1/svc1 port "p80" 80/TCP,
 // NodePort 3001, two endpoints: a local pod and a remote pod, on port 8080.
 func (f fam) stdService(tweak func(*v1.Service)) *v1.Service {
-	return makeService("ns1", "svc1", func(s *v1.Service) {
+	return st.NewService("ns1", "svc1", func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(1)
-		s.Spec.Ports = []v1.ServicePort{svcPort("p80", 80, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("p80", 80, v1.ProtocolTCP, 0)}
 		if tweak != nil {
 			tweak(s)
 		}
 	})
 }
 
-func (f fam) stdSlice(eps ...ep) *discovery.EndpointSlice {
+func (f fam) stdSlice(eps ...st.EP) *discovery.EndpointSlice {
 	if eps == nil {
-		eps = []ep{{ip: f.pod(1), node: testNodeName}, {ip: f.rpod(1), node: "node2"}}
+		eps = []st.EP{{IP: f.pod(1), Node: testNodeName}, {IP: f.rpod(1), Node: "node2"}}
 	}
-	return makeSlice(f, "ns1", "svc1", "svc1-abc", []discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)}, eps...)
+	return st.Slice("ns1", "svc1", "svc1-abc", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("p80", 8080, v1.ProtocolTCP)}, eps...)
 }
 
 func nodePortLB(f fam, etp v1.ServiceExternalTrafficPolicy, hc int32) func(*v1.Service) {
@@ -173,7 +175,7 @@ func scenarios(f fam) []scenario {
 		{
 			name:     "endpoints that are not ready and not serving count as none",
 			services: []*v1.Service{f.stdService(nil)},
-			slices:   []*discovery.EndpointSlice{f.stdSlice(ep{ip: f.pod(1), node: testNodeName, notReady: true, notServing: true})},
+			slices:   []*discovery.EndpointSlice{f.stdSlice(st.EP{IP: f.pod(1), Node: testNodeName, NotReady: true, NotServing: true})},
 			checks: []check{
 				{"cluster IP", f.fromPod(f.pod(9), f.svc(1), 80), []string{"REJECT (100%)"}},
 			},
@@ -288,7 +290,7 @@ func scenarios(f fam) []scenario {
 				nodePortLB(f, v1.ServiceExternalTrafficPolicyLocal, 30000)(s)
 				s.Spec.ExternalIPs = []string{f.extIP}
 			})},
-			slices: []*discovery.EndpointSlice{f.stdSlice(ep{ip: f.rpod(1), node: "node2"})},
+			slices: []*discovery.EndpointSlice{f.stdSlice(st.EP{IP: f.rpod(1), Node: "node2"})},
 			checks: []check{
 				{"external to node port dropped", f.fromExt(f.node, 3001), []string{"DROP (100%)"}},
 				{"external to LB dropped", f.fromExt(f.lb, 80), []string{"DROP (100%)"}},
@@ -314,7 +316,7 @@ func scenarios(f fam) []scenario {
 			services: []*v1.Service{f.stdService(func(s *v1.Service) {
 				s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 			})},
-			slices: []*discovery.EndpointSlice{f.stdSlice(ep{ip: f.rpod(1), node: "node2"})},
+			slices: []*discovery.EndpointSlice{f.stdSlice(st.EP{IP: f.rpod(1), Node: "node2"})},
 			checks: []check{
 				{"pod", f.fromPod(f.pod(9), f.svc(1), 80), []string{"DROP (100%)"}},
 			},
@@ -323,9 +325,9 @@ func scenarios(f fam) []scenario {
 			name:     "terminating endpoints are used only when nothing else serves",
 			services: []*v1.Service{f.stdService(nil)},
 			slices: []*discovery.EndpointSlice{f.stdSlice(
-				ep{ip: f.pod(1), node: testNodeName, terminating: true},
-				ep{ip: f.rpod(1), node: "node2", terminating: true},
-				ep{ip: f.rpod(2), node: "node2", terminating: true, notServing: true},
+				st.EP{IP: f.pod(1), Node: testNodeName, Terminating: true},
+				st.EP{IP: f.rpod(1), Node: "node2", Terminating: true},
+				st.EP{IP: f.rpod(2), Node: "node2", Terminating: true, NotServing: true},
 			)},
 			checks: []check{
 				{"serving terminating endpoints", f.fromPod(f.pod(9), f.svc(1), 80), []string{acc(ep1, false, "50%"), acc(ep2, false, "50%")}},
@@ -335,8 +337,8 @@ func scenarios(f fam) []scenario {
 			name:     "terminating endpoints are ignored while a ready one exists",
 			services: []*v1.Service{f.stdService(nil)},
 			slices: []*discovery.EndpointSlice{f.stdSlice(
-				ep{ip: f.pod(1), node: testNodeName, terminating: true},
-				ep{ip: f.rpod(1), node: "node2"},
+				st.EP{IP: f.pod(1), Node: testNodeName, Terminating: true},
+				st.EP{IP: f.rpod(1), Node: "node2"},
 			)},
 			checks: []check{
 				{"ready endpoint only", f.fromPod(f.pod(9), f.svc(1), 80), []string{acc(ep2, false, "100%")}},
@@ -346,8 +348,8 @@ func scenarios(f fam) []scenario {
 			name:     "external policy Local falls back to a local terminating endpoint",
 			services: []*v1.Service{f.stdService(nodePortLB(f, v1.ServiceExternalTrafficPolicyLocal, 30000))},
 			slices: []*discovery.EndpointSlice{f.stdSlice(
-				ep{ip: f.pod(1), node: testNodeName, terminating: true},
-				ep{ip: f.rpod(1), node: "node2"},
+				st.EP{IP: f.pod(1), Node: testNodeName, Terminating: true},
+				st.EP{IP: f.rpod(1), Node: "node2"},
 			)},
 			checks: []check{
 				{"external to LB", f.fromExt(f.lb, 80), []string{acc(ep1, false, "100%")}},
@@ -358,8 +360,8 @@ func scenarios(f fam) []scenario {
 			name:     "topology hints select same-zone endpoints",
 			services: []*v1.Service{f.stdService(nil)},
 			slices: []*discovery.EndpointSlice{f.stdSlice(
-				ep{ip: f.pod(1), node: testNodeName, zones: []string{"zone-a"}},
-				ep{ip: f.rpod(1), node: "node2", zones: []string{"zone-b"}},
+				st.EP{IP: f.pod(1), Node: testNodeName, Zones: []string{"zone-a"}},
+				st.EP{IP: f.rpod(1), Node: "node2", Zones: []string{"zone-b"}},
 			)},
 			topology: map[string]string{v1.LabelTopologyZone: "zone-a"},
 			checks: []check{
@@ -379,13 +381,13 @@ func scenarios(f fam) []scenario {
 		},
 		{
 			name: "UDP and SCTP ports, multiple ports",
-			services: []*v1.Service{makeService("ns2", "dns", func(s *v1.Service) {
+			services: []*v1.Service{st.NewService("ns2", "dns", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(10)
-				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0), svcPort("dns-tcp", 53, v1.ProtocolTCP, 0), svcPort("sctp", 9999, v1.ProtocolSCTP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("dns", 53, v1.ProtocolUDP, 0), st.ServicePort("dns-tcp", 53, v1.ProtocolTCP, 0), st.ServicePort("sctp", 9999, v1.ProtocolSCTP, 0)}
 			})},
-			slices: []*discovery.EndpointSlice{makeSlice(f, "ns2", "dns", "dns-1",
-				[]discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP), slicePort("dns-tcp", 5354, v1.ProtocolTCP), slicePort("sctp", 9998, v1.ProtocolSCTP)},
-				ep{ip: f.rpod(5), node: "node2"})},
+			slices: []*discovery.EndpointSlice{st.Slice("ns2", "dns", "dns-1", st.AddressTypeOf(f.family),
+				[]discovery.EndpointPort{st.SlicePort("dns", 5353, v1.ProtocolUDP), st.SlicePort("dns-tcp", 5354, v1.ProtocolTCP), st.SlicePort("sctp", 9998, v1.ProtocolSCTP)},
+				st.EP{IP: f.rpod(5), Node: "node2"})},
 			checks: []check{
 				{"udp", withProto(f.fromPod(f.pod(9), f.svc(10), 53), "udp"), []string{acc(f.hp(f.rpod(5), 5353), false, "100%")}},
 				{"tcp", f.fromPod(f.pod(9), f.svc(10), 53), []string{acc(f.hp(f.rpod(5), 5354), false, "100%")}},
@@ -397,7 +399,7 @@ func scenarios(f fam) []scenario {
 			name:     "three endpoints get a third each",
 			services: []*v1.Service{f.stdService(nil)},
 			slices: []*discovery.EndpointSlice{f.stdSlice(
-				ep{ip: f.rpod(1), node: "node2"}, ep{ip: f.rpod(2), node: "node2"}, ep{ip: f.rpod(3), node: "node3"},
+				st.EP{IP: f.rpod(1), Node: "node2"}, st.EP{IP: f.rpod(2), Node: "node2"}, st.EP{IP: f.rpod(3), Node: "node3"},
 			)},
 			checks: []check{
 				{"even", f.fromPod(f.pod(9), f.svc(1), 80), []string{

@@ -14,6 +14,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // normalizedTables is a ruleset as text with chains sorted by name, so two
@@ -62,11 +64,11 @@ func (m *clusterModel) addr(kind, i int) string {
 func (m *clusterModel) randomService(i int) *v1.Service {
 	r := m.rnd
 	name := fmt.Sprintf("svc%d", i)
-	return makeService("ns", name, func(s *v1.Service) {
+	return st.NewService("ns", name, func(s *v1.Service) {
 		s.Spec.ClusterIP = m.f.svcIndex(i)
-		s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 0)}
 		if r.IntN(3) == 0 {
-			s.Spec.Ports = append(s.Spec.Ports, svcPort("q", 53, v1.ProtocolUDP, 0))
+			s.Spec.Ports = append(s.Spec.Ports, st.ServicePort("q", 53, v1.ProtocolUDP, 0))
 		}
 		switch r.IntN(3) {
 		case 1:
@@ -102,29 +104,29 @@ func (m *clusterModel) randomService(i int) *v1.Service {
 	})
 }
 
-func (m *clusterModel) randomEndpoint() ep {
+func (m *clusterModel) randomEndpoint() st.EP {
 	m.nextEP++
-	e := ep{ip: m.f.podIndex(m.nextEP), node: "node2"}
+	e := st.EP{IP: m.f.podIndex(m.nextEP), Node: "node2"}
 	if m.rnd.IntN(3) == 0 {
-		e.node = testNodeName
+		e.Node = testNodeName
 	}
 	switch m.rnd.IntN(6) {
 	case 0:
-		e.terminating = true
+		e.Terminating = true
 	case 1:
-		e.notReady = true
+		e.NotReady = true
 	}
 	return e
 }
 
 func (m *clusterModel) randomSlice(i int) *discovery.EndpointSlice {
-	var eps []ep
+	var eps []st.EP
 	for range m.rnd.IntN(5) {
 		eps = append(eps, m.randomEndpoint())
 	}
 	name := fmt.Sprintf("svc%d", i)
-	return makeSlice(m.f, "ns", name, name+"-1",
-		[]discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP), slicePort("q", 5353, v1.ProtocolUDP)}, eps...)
+	return st.Slice("ns", name, name+"-1", st.AddressTypeOf(m.f.family),
+		[]discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP), st.SlicePort("q", 5353, v1.ProtocolUDP)}, eps...)
 }
 
 // step applies one random change to the model and to p.
@@ -160,7 +162,7 @@ func (m *clusterModel) step(p *Proxier) string {
 			k := r.IntN(len(upd.Endpoints))
 			upd.Endpoints[k].Conditions.Ready = ptr.To(!*upd.Endpoints[k].Conditions.Ready)
 		default:
-			extra := makeSlice(m.f, "ns", "x", "x", nil, m.randomEndpoint())
+			extra := st.Slice("ns", "x", "x", st.AddressTypeOf(m.f.family), nil, m.randomEndpoint())
 			upd.Endpoints = append(upd.Endpoints, extra.Endpoints...)
 		}
 		p.OnEndpointSliceUpdate(old, upd)

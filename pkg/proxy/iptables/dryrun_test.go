@@ -12,6 +12,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
@@ -51,7 +52,7 @@ func TestDryRunGolden(t *testing.T) {
 			p.OnServiceSynced()
 			p.OnEndpointSlicesSynced()
 
-			p.OnEndpointSliceUpdate(sc2.slices[0], f.stdSlice(ep{ip: f.pod(7), node: testNodeName}))
+			p.OnEndpointSliceUpdate(sc2.slices[0], f.stdSlice(st.EP{IP: f.pod(7), Node: testNodeName}))
 			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // splitRuleWords reads iptables-save lines to find existing jump rules.
@@ -48,12 +50,12 @@ func FuzzSyncArbitraryObjects(f *testing.F) {
 		}
 		env := newTestEnv(t, fam, envConfig{})
 		env.p.setLogger(klog.Background().V(10)) // quiet
-		svc := makeService(ns, name, func(s *v1.Service) {
+		svc := st.NewService(ns, name, func(s *v1.Service) {
 			s.Spec.Type = v1.ServiceTypeNodePort
 			s.Spec.ClusterIP = clusterIP
-			s.Spec.Ports = []v1.ServicePort{svcPort(portName, port, v1.Protocol(proto), nodePort)}
+			s.Spec.Ports = []v1.ServicePort{st.ServicePort(portName, port, v1.Protocol(proto), nodePort)}
 		})
-		slice := makeSlice(fam, ns, name, name+"-1", []discovery.EndpointPort{slicePort(portName, epPort, v1.Protocol(proto))}, ep{ip: epIP, node: "node2"})
+		slice := st.Slice(ns, name, name+"-1", st.AddressTypeOf(fam.family), []discovery.EndpointPort{st.SlicePort(portName, epPort, v1.Protocol(proto))}, st.EP{IP: epIP, Node: "node2"})
 		env.p.OnServiceAdd(svc)
 		env.p.OnEndpointSliceAdd(slice)
 		env.p.OnServiceSynced()

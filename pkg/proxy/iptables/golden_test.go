@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -26,10 +28,10 @@ func representativeCluster(f fam) scenario {
 			f.stdService(nil),
 			// NodePort + LB with source ranges, eTP Local, health check,
 			// external IP, ClientIP affinity.
-			makeService("ns2", "web", func(s *v1.Service) {
+			st.NewService("ns2", "web", func(s *v1.Service) {
 				s.Spec.Type = v1.ServiceTypeLoadBalancer
 				s.Spec.ClusterIP = f.svc(2)
-				s.Spec.Ports = []v1.ServicePort{svcPort("https", 443, v1.ProtocolTCP, 30443)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("https", 443, v1.ProtocolTCP, 30443)}
 				s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 				s.Spec.HealthCheckNodePort = 30000
 				s.Spec.ExternalIPs = []string{f.extIP}
@@ -39,24 +41,24 @@ func representativeCluster(f fam) scenario {
 				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: f.lb}}
 			}),
 			// No endpoints.
-			makeService("ns3", "empty", func(s *v1.Service) {
+			st.NewService("ns3", "empty", func(s *v1.Service) {
 				s.Spec.Type = v1.ServiceTypeNodePort
 				s.Spec.ClusterIP = f.svc(3)
-				s.Spec.Ports = []v1.ServicePort{svcPort("", 8080, v1.ProtocolUDP, 30080)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("", 8080, v1.ProtocolUDP, 30080)}
 			}),
 			// iTP Local, no local endpoints.
-			makeService("ns4", "local-only", func(s *v1.Service) {
+			st.NewService("ns4", "local-only", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(4)
-				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("dns", 53, v1.ProtocolUDP, 0)}
 				s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 			}),
 		},
 		slices: []*discovery.EndpointSlice{
 			f.stdSlice(),
-			makeSlice(f, "ns2", "web", "web-1", []discovery.EndpointPort{slicePort("https", 8443, v1.ProtocolTCP)},
-				ep{ip: f.pod(2), node: testNodeName}, ep{ip: f.rpod(2), node: "node2"}, ep{ip: f.rpod(3), node: "node3"}),
-			makeSlice(f, "ns4", "local-only", "local-only-1", []discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP)},
-				ep{ip: f.rpod(4), node: "node2"}),
+			st.Slice("ns2", "web", "web-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("https", 8443, v1.ProtocolTCP)},
+				st.EP{IP: f.pod(2), Node: testNodeName}, st.EP{IP: f.rpod(2), Node: "node2"}, st.EP{IP: f.rpod(3), Node: "node3"}),
+			st.Slice("ns4", "local-only", "local-only-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("dns", 5353, v1.ProtocolUDP)},
+				st.EP{IP: f.rpod(4), Node: "node2"}),
 		},
 	}
 }

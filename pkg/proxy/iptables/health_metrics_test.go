@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 )
 
@@ -183,15 +184,15 @@ func TestSyncMetrics(t *testing.T) {
 					f.stdService(func(s *v1.Service) {
 						s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 					}),
-					makeService("ns2", "lb", func(s *v1.Service) {
+					st.NewService("ns2", "lb", func(s *v1.Service) {
 						s.Spec.ClusterIP = f.svc(2)
-						s.Spec.Ports = []v1.ServicePort{svcPort("p80", 80, v1.ProtocolTCP, 3002)}
+						s.Spec.Ports = []v1.ServicePort{st.ServicePort("p80", 80, v1.ProtocolTCP, 3002)}
 						nodePortLB(f, v1.ServiceExternalTrafficPolicyLocal, 30002)(s)
 					}),
 				},
 				slices: []*discovery.EndpointSlice{
-					f.stdSlice(ep{ip: f.rpod(1), node: "node2"}),
-					makeSlice(f, "ns2", "lb", "lb-1", []discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)}, ep{ip: f.rpod(2), node: "node2"}),
+					f.stdSlice(st.EP{IP: f.rpod(1), Node: "node2"}),
+					st.Slice("ns2", "lb", "lb-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("p80", 8080, v1.ProtocolTCP)}, st.EP{IP: f.rpod(2), Node: "node2"}),
 				},
 			}
 			env := setupScenario(t, f, sc)

@@ -11,10 +11,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -71,74 +69,6 @@ func (f fam) hp(ip string, port int) string {
 	return net.JoinHostPort(ip, strconv.Itoa(port))
 }
 func (f fam) cidr(ip string) string { return ip + "/" + strconv.Itoa(f.bits) }
-func (f fam) addressType() discovery.AddressType {
-	if f.family == v1.IPv6Protocol {
-		return discovery.AddressTypeIPv6
-	}
-	return discovery.AddressTypeIPv4
-}
-
-func makeService(ns, name string, tweak func(*v1.Service)) *v1.Service {
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, SessionAffinity: v1.ServiceAffinityNone},
-	}
-	tweak(svc)
-	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" {
-		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
-	}
-	return svc
-}
-
-func svcPort(name string, port int32, proto v1.Protocol, nodePort int32) v1.ServicePort {
-	return v1.ServicePort{Name: name, Port: port, Protocol: proto, NodePort: nodePort, TargetPort: intstr.FromInt32(port)}
-}
-
-// ep describes one endpoint of a slice.
-type ep struct {
-	ip          string
-	node        string
-	notReady    bool
-	terminating bool
-	notServing  bool
-	zones       []string
-}
-
-func makeSlice(f fam, ns, svcName, sliceName string, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
-	s := &discovery.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: sliceName,
-			Labels: map[string]string{discovery.LabelServiceName: svcName},
-		},
-		AddressType: f.addressType(),
-		Ports:       ports,
-	}
-	for _, e := range eps {
-		de := discovery.Endpoint{
-			Addresses: []string{e.ip},
-			Conditions: discovery.EndpointConditions{
-				Ready:       ptr.To(!e.notReady && !e.terminating),
-				Serving:     ptr.To(!e.notServing),
-				Terminating: ptr.To(e.terminating),
-			},
-		}
-		if e.node != "" {
-			de.NodeName = ptr.To(e.node)
-		}
-		if len(e.zones) > 0 {
-			de.Hints = &discovery.EndpointHints{}
-			for _, z := range e.zones {
-				de.Hints.ForZones = append(de.Hints.ForZones, discovery.ForZone{Name: z})
-			}
-		}
-		s.Endpoints = append(s.Endpoints, de)
-	}
-	return s
-}
-
-func slicePort(name string, port int32, proto v1.Protocol) discovery.EndpointPort {
-	return discovery.EndpointPort{Name: ptr.To(name), Port: ptr.To(port), Protocol: ptr.To(proto)}
-}
 
 // testEnv is a proxier wired to fakes.
 type testEnv struct {

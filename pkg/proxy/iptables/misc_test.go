@@ -14,6 +14,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	conntracktest "k8s.io/net-utils/conntrack/testing"
@@ -37,12 +38,12 @@ func TestStaleUDPConntrackCleanup(t *testing.T) {
 		t.Run(string(f.family), func(t *testing.T) {
 			env := newTestEnv(t, f, envConfig{})
 			ct := env.ct
-			svc := makeService("ns1", "dns", func(s *v1.Service) {
+			svc := st.NewService("ns1", "dns", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(10)
-				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("dns", 53, v1.ProtocolUDP, 0)}
 			})
-			slcs := []*discovery.EndpointSlice{makeSlice(f, "ns1", "dns", "dns-1", []discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP)},
-				ep{ip: f.rpod(1), node: "node2"}, ep{ip: f.rpod(2), node: "node2"})}
+			slcs := []*discovery.EndpointSlice{st.Slice("ns1", "dns", "dns-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("dns", 5353, v1.ProtocolUDP)},
+				st.EP{IP: f.rpod(1), Node: "node2"}, st.EP{IP: f.rpod(2), Node: "node2"})}
 			env.p.OnServiceAdd(svc)
 			env.p.OnEndpointSliceAdd(slcs[0])
 			env.start(t)
@@ -88,16 +89,16 @@ func TestNewDualStackProxier(t *testing.T) {
 	}
 	// Both stacks, through the metaproxier: a dual-stack service and one
 	// slice per family.
-	svc := makeService("ns1", "svc1", func(s *v1.Service) {
+	svc := st.NewService("ns1", "svc1", func(s *v1.Service) {
 		s.Spec.ClusterIP = families[0].svc(1)
 		s.Spec.ClusterIPs = []string{families[0].svc(1), families[1].svc(1)}
 		s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-		s.Spec.Ports = []v1.ServicePort{svcPort("p80", 80, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("p80", 80, v1.ProtocolTCP, 0)}
 	})
 	p.OnServiceAdd(svc)
 	for _, f := range families {
-		p.OnEndpointSliceAdd(makeSlice(f, "ns1", "svc1", "svc1-"+strings.ToLower(string(f.family)),
-			[]discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)}, ep{ip: f.rpod(1), node: "node2"}))
+		p.OnEndpointSliceAdd(st.Slice("ns1", "svc1", "svc1-"+strings.ToLower(string(f.family)), st.AddressTypeOf(f.family),
+			[]discovery.EndpointPort{st.SlicePort("p80", 8080, v1.ProtocolTCP)}, st.EP{IP: f.rpod(1), Node: "node2"}))
 	}
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
@@ -168,8 +169,8 @@ func TestNoSyncBeforeInformersSynced(t *testing.T) {
 func TestTopologyChangeForcesFullSync(t *testing.T) {
 	f := families[0]
 	env := setupScenario(t, f, scenario{services: []*v1.Service{f.stdService(nil)}, slices: []*discovery.EndpointSlice{f.stdSlice(
-		ep{ip: f.pod(1), node: testNodeName, zones: []string{"zone-a"}},
-		ep{ip: f.rpod(1), node: "node2", zones: []string{"zone-b"}},
+		st.EP{IP: f.pod(1), Node: testNodeName, Zones: []string{"zone-a"}},
+		st.EP{IP: f.rpod(1), Node: "node2", Zones: []string{"zone-b"}},
 	)}})
 	env.sync(t)
 	if n := len(serviceChainsIn(env.restore[len(env.restore)-1])); n != 0 {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // The generator renders each port from its node-local model: endpoints in
@@ -23,14 +24,14 @@ func TestPortModel(t *testing.T) {
 	name := proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "svc"}, Port: "p80", Protocol: v1.ProtocolTCP}
 	for _, f := range families {
 		t.Run(string(f.family), func(t *testing.T) {
-			svc := makeService("ns", "svc", func(s *v1.Service) {
+			svc := st.NewService("ns", "svc", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(1)
-				s.Spec.Ports = []v1.ServicePort{svcPort("p80", 80, v1.ProtocolTCP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("p80", 80, v1.ProtocolTCP, 0)}
 			})
-			ports := []discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)}
+			ports := []discovery.EndpointPort{st.SlicePort("p80", 8080, v1.ProtocolTCP)}
 			// Pods 9 and 10 sort differently as text and as addresses.
-			slcs := []*discovery.EndpointSlice{makeSlice(f, "ns", "svc", "svc-1", ports,
-				ep{ip: f.pod(9), node: testNodeName}, ep{ip: f.pod(10), node: "node2"}, ep{ip: f.pod(11), node: "node2"})}
+			slcs := []*discovery.EndpointSlice{st.Slice("ns", "svc", "svc-1", st.AddressTypeOf(f.family), ports,
+				st.EP{IP: f.pod(9), Node: testNodeName}, st.EP{IP: f.pod(10), Node: "node2"}, st.EP{IP: f.pod(11), Node: "node2"})}
 			env := newTestEnv(t, f, envConfig{})
 			env.p.OnServiceAdd(svc)
 			env.p.OnEndpointSliceAdd(slcs[0])

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // TestRestoreRulesChainByChain checks the order sortedRules gives the
@@ -22,8 +24,8 @@ func TestRestoreRulesChainByChain(t *testing.T) {
 			checkChainByChain(t, "full sync", env.restore[len(env.restore)-1])
 
 			// A second endpoint for ns1/svc1 re-renders that port only.
-			env.p.OnEndpointSliceAdd(makeSlice(f, "ns1", "svc1", "svc1-2", []discovery.EndpointPort{slicePort("p80", 8080, v1.ProtocolTCP)},
-				ep{ip: f.pod(9), node: testNodeName}))
+			env.p.OnEndpointSliceAdd(st.Slice("ns1", "svc1", "svc1-2", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("p80", 8080, v1.ProtocolTCP)},
+				st.EP{IP: f.pod(9), Node: testNodeName}))
 			env.sync(t)
 			checkChainByChain(t, "partial sync", env.restore[len(env.restore)-1])
 		})

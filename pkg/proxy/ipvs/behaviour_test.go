@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // fam holds one family's addresses, so each scenario is written once.
@@ -45,7 +47,7 @@ func (f fam) hp(ip string, port int) string {
 }
 
 // local is an endpoint on this node.
-func local(ip string) ep { return ep{ip: ip, node: testHostname} }
+func local(ip string) st.EP { return st.EP{IP: ip, Node: testHostname} }
 
 // probe is one traced packet and the expected outcome (trace.String()).
 type probe struct {
@@ -64,18 +66,18 @@ type scenario struct {
 
 // webService is ns/web: cluster IP svc(1) port 80 -> 8080, NodePort 30080.
 func webService(f fam, tweak func(*v1.Service)) *v1.Service {
-	return makeService("ns", "web", func(s *v1.Service) {
+	return st.NewService("ns", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(1)
 		s.Spec.Type = v1.ServiceTypeNodePort
-		s.Spec.Ports = []v1.ServicePort{svcPort("http", 80, v1.ProtocolTCP, 30080)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("http", 80, v1.ProtocolTCP, 30080)}
 		if tweak != nil {
 			tweak(s)
 		}
 	})
 }
 
-func webSlice(f fam, proto v1.Protocol, eps ...ep) *discovery.EndpointSlice {
-	return makeSlice("ns", "web", "web-1", f.ipv6, []discovery.EndpointPort{slicePort("http", 8080, proto)}, eps...)
+func webSlice(f fam, proto v1.Protocol, eps ...st.EP) *discovery.EndpointSlice {
+	return st.Slice("ns", "web", "web-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("http", 8080, proto)}, eps...)
 }
 
 func lbService(f fam, tweak func(*v1.Service)) *v1.Service {
@@ -98,7 +100,7 @@ func scenarios(f fam) []scenario {
 		name:     "cluster IP with detect-local",
 		opts:     detect,
 		services: []*v1.Service{webService(f, nil)},
-		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), ep{ip: f.rpod(1)})},
+		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"pod to cluster IP is not masqueraded", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs " + both},
 			{"hairpin is masqueraded", tcp(fromPod, f.pod(1), f.svc(1), 80), "ipvs " + both + " masq=" + f.hp(f.pod(1), 8080)},
@@ -110,7 +112,7 @@ func scenarios(f fam) []scenario {
 	}, {
 		name:     "cluster IP without detect-local masquerades VIP-sourced traffic",
 		services: []*v1.Service{webService(f, nil)},
-		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"pod", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs " + f.hp(f.rpod(1), 8080)},
 			{"node with VIP source", tcp(fromNode, f.svc(1), f.svc(1), 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
@@ -119,7 +121,7 @@ func scenarios(f fam) []scenario {
 		name:     "masqueradeAll",
 		opts:     fakeProxierOptions{masqueradeAll: true, localDetectorCIDR: f.clusterCIDR},
 		services: []*v1.Service{webService(f, nil)},
-		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"pod is masqueraded too", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
 		},
@@ -130,7 +132,7 @@ func scenarios(f fam) []scenario {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"cluster IP", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs " + f.hp(f.rpod(1), 8080) + " persistent=600"},
 			{"node port", tcp(fromExternal, f.external, f.node, 30080), "ipvs " + f.hp(f.rpod(1), 8080) + " persistent=600 masq=all"},
@@ -142,7 +144,7 @@ func scenarios(f fam) []scenario {
 			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 			s.Spec.HealthCheckNodePort = 30900
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"node port goes to local endpoints, source kept", tcp(fromExternal, f.external, f.node, 30080), "ipvs " + f.hp(f.pod(1), 8080)},
 			{"cluster IP still uses every endpoint", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs " + both},
@@ -154,7 +156,7 @@ func scenarios(f fam) []scenario {
 		services: []*v1.Service{webService(f, func(s *v1.Service) {
 			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"node port", tcp(fromExternal, f.external, f.node, 30080), "ipvs " + f.hp(f.rpod(1), 8080)},
 		},
@@ -164,7 +166,7 @@ func scenarios(f fam) []scenario {
 		services: []*v1.Service{webService(f, func(s *v1.Service) {
 			s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"cluster IP goes to local endpoints", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs " + f.hp(f.pod(1), 8080)},
 			{"node port uses every endpoint", tcp(fromExternal, f.external, f.node, 30080), "ipvs " + both + " masq=all"},
@@ -172,12 +174,12 @@ func scenarios(f fam) []scenario {
 	}, {
 		name: "internalTrafficPolicy Local without local endpoints has no real server",
 		opts: detect,
-		services: []*v1.Service{makeService("ns", "web", func(s *v1.Service) {
+		services: []*v1.Service{st.NewService("ns", "web", func(s *v1.Service) {
 			s.Spec.ClusterIP = f.svc(1)
-			s.Spec.Ports = []v1.ServicePort{svcPort("http", 80, v1.ProtocolTCP, 0)}
+			s.Spec.Ports = []v1.ServicePort{st.ServicePort("http", 80, v1.ProtocolTCP, 0)}
 			s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"cluster IP", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs"},
 		},
@@ -186,8 +188,8 @@ func scenarios(f fam) []scenario {
 		opts:     detect,
 		services: []*v1.Service{webService(f, nil)},
 		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP,
-			ep{ip: f.rpod(1), notReady: true, terminating: true, serving: ptr.To(true)},
-			ep{ip: f.rpod(2), notReady: true, serving: ptr.To(false)})},
+			st.EP{IP: f.rpod(1), NotReady: true, Terminating: true},
+			st.EP{IP: f.rpod(2), NotReady: true, NotServing: true})},
 		probes: []probe{
 			{"cluster IP", tcp(fromPod, f.pod(2), f.svc(1), 80), "ipvs " + f.hp(f.rpod(1), 8080)},
 		},
@@ -197,7 +199,7 @@ func scenarios(f fam) []scenario {
 		services: []*v1.Service{webService(f, func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{f.extIP}
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"from outside", tcp(fromExternal, f.external, f.extIP, 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
 			{"from a pod", tcp(fromPod, f.pod(2), f.extIP, 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
@@ -210,7 +212,7 @@ func scenarios(f fam) []scenario {
 			s.Spec.ExternalIPs = []string{f.extIP}
 			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"from outside", tcp(fromExternal, f.external, f.extIP, 80), "ipvs " + f.hp(f.pod(1), 8080)},
 		},
@@ -218,7 +220,7 @@ func scenarios(f fam) []scenario {
 		name:     "load balancer",
 		opts:     detect,
 		services: []*v1.Service{lbService(f, nil)},
-		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices:   []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"from outside", tcp(fromExternal, f.external, f.lb, 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
 			{"other port", tcp(fromExternal, f.external, f.lb, 22), "reject"},
@@ -230,7 +232,7 @@ func scenarios(f fam) []scenario {
 			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 			s.Spec.HealthCheckNodePort = 30900
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, local(f.pod(1)), st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"from outside", tcp(fromExternal, f.external, f.lb, 80), "ipvs " + f.hp(f.pod(1), 8080)},
 			{"health check node port through the LB IP is let in", tcp(fromExternal, f.external, f.lb, 30900), "host"},
@@ -242,7 +244,7 @@ func scenarios(f fam) []scenario {
 		services: []*v1.Service{lbService(f, func(s *v1.Service) {
 			s.Spec.LoadBalancerSourceRanges = []string{f.srcRange}
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"allowed client", tcp(fromExternal, f.external, f.lb, 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
 			{"other client", tcp(fromExternal, f.pod(9), f.lb, 80), "drop"},
@@ -254,7 +256,7 @@ func scenarios(f fam) []scenario {
 		services: []*v1.Service{lbService(f, func(s *v1.Service) {
 			s.Spec.LoadBalancerSourceRanges = []string{f.srcRange, f.nodeRange}
 		})},
-		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)})},
+		slices: []*discovery.EndpointSlice{webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)})},
 		probes: []probe{
 			{"allowed client", tcp(fromExternal, f.external, f.lb, 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
 			{"the node itself", tcp(fromNode, f.lb, f.lb, 80), "ipvs " + f.hp(f.rpod(1), 8080) + " masq=all"},
@@ -264,20 +266,20 @@ func scenarios(f fam) []scenario {
 		name: "UDP and SCTP",
 		opts: detect,
 		services: []*v1.Service{
-			makeService("ns", "dns", func(s *v1.Service) {
+			st.NewService("ns", "dns", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(2)
 				s.Spec.Type = v1.ServiceTypeNodePort
-				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 30053)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("dns", 53, v1.ProtocolUDP, 30053)}
 			}),
-			makeService("ns", "sctp", func(s *v1.Service) {
+			st.NewService("ns", "sctp", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(3)
 				s.Spec.Type = v1.ServiceTypeNodePort
-				s.Spec.Ports = []v1.ServicePort{svcPort("s", 9000, v1.ProtocolSCTP, 30900)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("s", 9000, v1.ProtocolSCTP, 30900)}
 			}),
 		},
 		slices: []*discovery.EndpointSlice{
-			makeSlice("ns", "dns", "dns-1", f.ipv6, []discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP)}, ep{ip: f.rpod(1)}),
-			makeSlice("ns", "sctp", "sctp-1", f.ipv6, []discovery.EndpointPort{slicePort("s", 9001, v1.ProtocolSCTP)}, ep{ip: f.rpod(2)}),
+			st.Slice("ns", "dns", "dns-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("dns", 5353, v1.ProtocolUDP)}, st.EP{IP: f.rpod(1)}),
+			st.Slice("ns", "sctp", "sctp-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("s", 9001, v1.ProtocolSCTP)}, st.EP{IP: f.rpod(2)}),
 		},
 		probes: []probe{
 			{"udp cluster IP", packet{fromPod, f.pod(2), f.svc(2), "udp", 53}, "ipvs " + f.hp(f.rpod(1), 5353)},

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // benchCluster is n ClusterIP services of one TCP port with 10 endpoints
@@ -17,9 +19,9 @@ func benchCluster(n int) ([]*v1.Service, []*discovery.EndpointSlice) {
 	var slices []*discovery.EndpointSlice
 	for i := range n {
 		name := fmt.Sprintf("svc%d", i)
-		svcs = append(svcs, makeService("ns", name, func(s *v1.Service) {
+		svcs = append(svcs, st.NewService("ns", name, func(s *v1.Service) {
 			s.Spec.ClusterIP = fmt.Sprintf("172.30.%d.%d", i/250, i%250+1)
-			s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+			s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 0)}
 		}))
 		slices = append(slices, benchSlice(name, i, 0))
 	}
@@ -28,19 +30,19 @@ func benchCluster(n int) ([]*v1.Service, []*discovery.EndpointSlice) {
 
 // benchSlice is service i's slice; gen changes one endpoint's address.
 func benchSlice(name string, i, gen int) *discovery.EndpointSlice {
-	var eps []ep
+	var eps []st.EP
 	for j := range 10 {
-		e := ep{ip: fmt.Sprintf("10.%d.%d.%d", 1+i/250/250, (i/250)%250, (i%250)*10/10+j*0)}
-		e.ip = fmt.Sprintf("10.%d.%d.%d", 100+j, i/250, i%250+1)
+		e := st.EP{IP: fmt.Sprintf("10.%d.%d.%d", 1+i/250/250, (i/250)%250, (i%250)*10/10+j*0)}
+		e.IP = fmt.Sprintf("10.%d.%d.%d", 100+j, i/250, i%250+1)
 		if j < 2 {
-			e = local(e.ip)
+			e = local(e.IP)
 		}
 		if j == 9 && gen%2 == 1 {
-			e.ip = fmt.Sprintf("10.%d.%d.%d", 120, i/250, i%250+1)
+			e.IP = fmt.Sprintf("10.%d.%d.%d", 120, i/250, i%250+1)
 		}
 		eps = append(eps, e)
 	}
-	return makeSlice("ns", name, name+"-1", false, []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)}, eps...)
+	return st.Slice("ns", name, name+"-1", discovery.AddressTypeIPv4, []discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP)}, eps...)
 }
 
 func benchProxier(b *testing.B, n int) (*Proxier, *fakeEnv, *countingIPVS, []*discovery.EndpointSlice) {

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // randomCluster builds random Services and EndpointSlices from a small
@@ -23,12 +25,12 @@ type randomCluster struct {
 
 func (c *randomCluster) service(i int) *v1.Service {
 	r, f := c.rng, c.f
-	return makeService("ns", fmt.Sprintf("svc%d", i), func(s *v1.Service) {
+	return st.NewService("ns", fmt.Sprintf("svc%d", i), func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(i + 1)
 		protos := []v1.Protocol{v1.ProtocolTCP, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
 		nPorts := 1 + r.IntN(2)
 		for p := range nPorts {
-			s.Spec.Ports = append(s.Spec.Ports, svcPort(fmt.Sprintf("p%d", p), int32(80+p), protos[r.IntN(len(protos))], 0))
+			s.Spec.Ports = append(s.Spec.Ports, st.ServicePort(fmt.Sprintf("p%d", p), int32(80+p), protos[r.IntN(len(protos))], 0))
 		}
 		switch r.IntN(3) {
 		case 1:
@@ -74,23 +76,23 @@ func (c *randomCluster) slice(svc *v1.Service) *discovery.EndpointSlice {
 	r, f := c.rng, c.f
 	var ports []discovery.EndpointPort
 	for _, p := range svc.Spec.Ports {
-		ports = append(ports, slicePort(p.Name, p.Port+8000, p.Protocol))
+		ports = append(ports, st.SlicePort(p.Name, p.Port+8000, p.Protocol))
 	}
-	var eps []ep
+	var eps []st.EP
 	for range r.IntN(5) {
-		e := ep{ip: f.rpod(1 + r.IntN(6))}
+		e := st.EP{IP: f.rpod(1 + r.IntN(6))}
 		if r.IntN(2) == 0 {
 			e = local(f.pod(1 + r.IntN(6)))
 		}
 		switch r.IntN(5) {
 		case 0:
-			e.notReady, e.terminating, e.serving = true, true, ptr.To(true)
+			e.Terminating = true
 		case 1:
-			e.notReady = true
+			e.NotReady = true
 		}
 		eps = append(eps, e)
 	}
-	return makeSlice(svc.Namespace, svc.Name, svc.Name+"-1", f.ipv6, ports, eps...)
+	return st.Slice(svc.Namespace, svc.Name, svc.Name+"-1", st.AddressTypeOf(f.family), ports, eps...)
 }
 
 // TestPartialSyncConvergence applies random changes with a sync after

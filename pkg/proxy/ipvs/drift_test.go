@@ -15,6 +15,7 @@ import (
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 	iptablestest "k8s.io/net-utils/iptables/testing"
@@ -115,7 +116,7 @@ func TestDriftRepair(t *testing.T) {
 				}
 				p, env := newFakeProxier(t, f.family, []string{f.node}, opts)
 				p.OnServiceAdd(webService(f, nil))
-				p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}, ep{ip: f.rpod(2)}))
+				p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}, st.EP{IP: f.rpod(2)}))
 				syncAll(t, p)
 				b := (*rulesBackend)(p)
 				for i := 0; i < 2; i++ { // the second with fingerprints
@@ -209,7 +210,7 @@ func TestDriftCheckReadsOnce(t *testing.T) {
 	f := fams[0]
 	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
 	p.OnServiceAdd(lbService(f, nil))
-	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 	syncAll(t, p)
 	cs := &countingIPSet{Interface: env.ipset, Restorer: env.ipset, lister: env.ipset, calls: map[string]int{}}
 	ci := &countingIPVS{Interface: env.ipvs, calls: map[string]int{}}
@@ -262,7 +263,7 @@ func TestDriftNotReported(t *testing.T) {
 		// when its connections are gone, as it was asked to.
 		{"draining real server deleted by the termination manager", func(t *testing.T, p *Proxier, env *fakeEnv) {
 			setConns(t, env, f.svc(1), 80, "TCP", f.hp(f.rpod(2), 8080), 1)
-			p.OnEndpointSliceUpdate(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}, ep{ip: f.rpod(2)}), webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+			p.OnEndpointSliceUpdate(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}, st.EP{IP: f.rpod(2)}), webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 			must(t, p.SyncNow())
 			vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
 			if w := weights(t, env, f.svc(1), 80, "TCP"); w[f.hp(f.rpod(2), 8080)] != 0 {
@@ -274,7 +275,7 @@ func TestDriftNotReported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
 			p.OnServiceAdd(lbService(f, func(s *v1.Service) { s.Spec.LoadBalancerSourceRanges = []string{f.external + "/32"} }))
-			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}, ep{ip: f.rpod(2)}))
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}, st.EP{IP: f.rpod(2)}))
 			syncAll(t, p)
 			tc.disturb(t, p, env)
 			for i := 0; i < 2; i++ {
@@ -314,7 +315,7 @@ func TestDriftGeneration(t *testing.T) {
 	ipt := &generationIPT{FakeIPTables: env.ipt}
 	p.ipt = ipt
 	p.OnServiceAdd(webService(f, nil))
-	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 	syncAll(t, p)
 	b := (*rulesBackend)(p)
 	for i, want := range []int{2, 0, 0} {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	conntracktest "k8s.io/net-utils/conntrack/testing"
@@ -39,7 +40,7 @@ func TestDualStackSharesKernelState(t *testing.T) {
 	for _, f := range fams {
 		p, _ := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{ipvs: sharedIPVS, ipset: sharedSets})
 		p.OnServiceAdd(webService(f, nil))
-		p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+		p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 		syncAll(t, p)
 		ps = append(ps, p)
 	}
@@ -139,17 +140,17 @@ func TestStaleUDPConntrackCleanup(t *testing.T) {
 		t.Run(string(f.family), func(t *testing.T) {
 			ct := conntracktest.NewFake()
 			p, _ := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{conntrack: ct})
-			svc := makeService("ns", "dns", func(s *v1.Service) {
+			svc := st.NewService("ns", "dns", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(10)
-				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("dns", 53, v1.ProtocolUDP, 0)}
 			})
-			ports := []discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP)}
-			two := makeSlice("ns", "dns", "dns-1", f.ipv6, ports, ep{ip: f.rpod(1)}, ep{ip: f.rpod(2)})
+			ports := []discovery.EndpointPort{st.SlicePort("dns", 5353, v1.ProtocolUDP)}
+			two := st.Slice("ns", "dns", "dns-1", st.AddressTypeOf(f.family), ports, st.EP{IP: f.rpod(1)}, st.EP{IP: f.rpod(2)})
 			p.OnServiceAdd(svc)
 			p.OnEndpointSliceAdd(two)
 			syncAll(t, p)
 			ct.AddEntries(udpFlow(f.pod(9), f.svc(10), f.rpod(1), 53, 5353), udpFlow(f.pod(9), f.svc(10), f.rpod(2), 53, 5353))
-			p.OnEndpointSliceUpdate(two, makeSlice("ns", "dns", "dns-1", f.ipv6, ports, ep{ip: f.rpod(2)}))
+			p.OnEndpointSliceUpdate(two, st.Slice("ns", "dns", "dns-1", st.AddressTypeOf(f.family), ports, st.EP{IP: f.rpod(2)}))
 			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +187,7 @@ func TestTopologyHints(t *testing.T) {
 			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
 			p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "zone-a"})
 			p.OnServiceAdd(webService(f, nil))
-			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1), zoneHint: "zone-a"}, ep{ip: f.rpod(2), zoneHint: "zone-b"}))
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1), Zones: []string{"zone-a"}}, st.EP{IP: f.rpod(2), Zones: []string{"zone-b"}}))
 			syncAll(t, p)
 			pkt := packet{from: fromPod, src: f.pod(9), dst: f.svc(1), proto: "tcp", dport: 80}
 			if got, want := newTracer(t, env).trace(pkt).String(), "ipvs "+f.hp(f.rpod(1), 8080); got != want {

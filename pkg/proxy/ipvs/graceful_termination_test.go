@@ -11,6 +11,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ipvstest "k8s.io/net-utils/ipvs/testing"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // setConns sets the connection counts the fake reports for a real server.
@@ -39,13 +41,13 @@ func TestGracefulTermination(t *testing.T) {
 	for _, f := range fams {
 		t.Run(string(f.family), func(t *testing.T) {
 			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
-			svc := makeService("ns", "web", func(s *v1.Service) {
+			svc := st.NewService("ns", "web", func(s *v1.Service) {
 				s.Spec.ClusterIP = f.svc(1)
-				s.Spec.Ports = []v1.ServicePort{svcPort("http", 80, v1.ProtocolTCP, 0), svcPort("dns", 53, v1.ProtocolUDP, 0)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("http", 80, v1.ProtocolTCP, 0), st.ServicePort("dns", 53, v1.ProtocolUDP, 0)}
 			})
-			ports := []discovery.EndpointPort{slicePort("http", 8080, v1.ProtocolTCP), slicePort("dns", 5353, v1.ProtocolUDP)}
-			two := makeSlice("ns", "web", "web-1", f.ipv6, ports, ep{ip: f.rpod(1)}, ep{ip: f.rpod(2)})
-			one := makeSlice("ns", "web", "web-1", f.ipv6, ports, ep{ip: f.rpod(1)})
+			ports := []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP), st.SlicePort("dns", 5353, v1.ProtocolUDP)}
+			two := st.Slice("ns", "web", "web-1", st.AddressTypeOf(f.family), ports, st.EP{IP: f.rpod(1)}, st.EP{IP: f.rpod(2)})
+			one := st.Slice("ns", "web", "web-1", st.AddressTypeOf(f.family), ports, st.EP{IP: f.rpod(1)})
 			p.OnServiceAdd(svc)
 			p.OnEndpointSliceAdd(two)
 			syncAll(t, p)

@@ -9,76 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilipvs "k8s.io/net-utils/ipvs"
-	"k8s.io/utils/ptr"
 )
-
-func makeService(ns, name string, tweak func(*v1.Service)) *v1.Service {
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, SessionAffinity: v1.ServiceAffinityNone},
-	}
-	tweak(svc)
-	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP != "" {
-		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
-	}
-	return svc
-}
-
-func svcPort(name string, port int32, proto v1.Protocol, nodePort int32) v1.ServicePort {
-	return v1.ServicePort{Name: name, Port: port, Protocol: proto, NodePort: nodePort, TargetPort: intstr.FromInt32(port)}
-}
-
-// ep describes one endpoint of a slice.
-type ep struct {
-	ip          string
-	node        string // "" is another node
-	notReady    bool
-	terminating bool
-	serving     *bool
-	zoneHint    string
-}
-
-func makeSlice(ns, svcName, sliceName string, ipv6 bool, ports []discovery.EndpointPort, eps ...ep) *discovery.EndpointSlice {
-	at := discovery.AddressTypeIPv4
-	if ipv6 {
-		at = discovery.AddressTypeIPv6
-	}
-	s := &discovery.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sliceName,
-			Labels: map[string]string{discovery.LabelServiceName: svcName}},
-		AddressType: at,
-		Ports:       ports,
-	}
-	for _, e := range eps {
-		node := e.node
-		if node == "" {
-			node = "other-node"
-		}
-		de := discovery.Endpoint{
-			Addresses: []string{e.ip},
-			NodeName:  ptr.To(node),
-			Conditions: discovery.EndpointConditions{
-				Ready:       ptr.To(!e.notReady),
-				Serving:     e.serving,
-				Terminating: ptr.To(e.terminating),
-			},
-		}
-		if e.zoneHint != "" {
-			de.Hints = &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: e.zoneHint}}}
-		}
-		s.Endpoints = append(s.Endpoints, de)
-	}
-	return s
-}
-
-func slicePort(name string, port int32, proto v1.Protocol) discovery.EndpointPort {
-	return discovery.EndpointPort{Name: ptr.To(name), Port: ptr.To(port), Protocol: ptr.To(proto)}
-}
 
 // dump is the whole programmed state as text: virtual and real servers,
 // ip set entries, kube-ipvs0's addresses and the iptables rules, for

@@ -25,6 +25,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
@@ -203,14 +204,14 @@ func TestKernel(t *testing.T) {
 					s.Spec.LoadBalancerSourceRanges = ranges
 					s.Spec.ExternalIPs = []string{f.extIP}
 				})
-				slice := webSlice(f, v1.ProtocolTCP, local(f.pod(1)), ep{ip: f.rpod(1)})
-				dns := makeService("ns", "dns", func(s *v1.Service) {
+				slice := webSlice(f, v1.ProtocolTCP, local(f.pod(1)), st.EP{IP: f.rpod(1)})
+				dns := st.NewService("ns", "dns", func(s *v1.Service) {
 					s.Spec.ClusterIP = f.svc(2)
 					s.Spec.Type = v1.ServiceTypeNodePort
 					s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
-					s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 30053)}
+					s.Spec.Ports = []v1.ServicePort{st.ServicePort("dns", 53, v1.ProtocolUDP, 30053)}
 				})
-				dnsSlice := makeSlice("ns", "dns", "dns-1", f.ipv6, []discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP)}, local(f.pod(3)))
+				dnsSlice := st.Slice("ns", "dns", "dns-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("dns", 5353, v1.ProtocolUDP)}, local(f.pod(3)))
 				p.OnServiceAdd(lb)
 				p.OnEndpointSliceAdd(slice)
 				syncAll(t, p)
@@ -244,7 +245,7 @@ func TestKernel(t *testing.T) {
 				// Partial sync: a new UDP service with eTP Local, one endpoint gone.
 				p.OnServiceAdd(dns)
 				p.OnEndpointSliceAdd(dnsSlice)
-				p.OnEndpointSliceUpdate(slice, webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+				p.OnEndpointSliceUpdate(slice, webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 				if err := p.SyncNow(); err != nil {
 					t.Fatalf("partial sync: %v", err)
 				}

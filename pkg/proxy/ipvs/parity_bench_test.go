@@ -26,6 +26,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
@@ -272,26 +273,24 @@ func parityBenchSetup(b *testing.B, n int) (*Proxier, *parityBenchCounts, []*dis
 	var slices []*discovery.EndpointSlice
 	for i := range n {
 		name := fmt.Sprintf("svc%d", i)
-		svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: v1.ServiceSpec{
-			Type: v1.ServiceTypeClusterIP, ClusterIP: parityBenchSvcIP(i), ClusterIPs: []string{parityBenchSvcIP(i)},
-			Ports: []v1.ServicePort{{Name: "p80", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
-		}}
+		svc := st.NewService("ns", name, func(s *v1.Service) {
+			s.Spec.ClusterIP = parityBenchSvcIP(i)
+			s.Spec.Ports = []v1.ServicePort{{Name: "p80", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
+		})
 		if i%10 == 0 {
 			svc.Spec.Type = v1.ServiceTypeNodePort
 			svc.Spec.Ports[0].NodePort = int32(30000 + i/10)
 		}
 		p.OnServiceAdd(svc)
-		s := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name + "-1", Labels: map[string]string{discovery.LabelServiceName: name}},
-			AddressType: discovery.AddressTypeIPv4,
-			Ports:       []discovery.EndpointPort{{Name: ptr.To("p80"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}}}
+		var eps []st.EP
 		for j := range 10 {
 			node := fmt.Sprintf("node%d", j%7)
 			if j%7 == 1 {
 				node = testHostname
 			}
-			s.Endpoints = append(s.Endpoints, discovery.Endpoint{Addresses: []string{parityBenchPodIP(i*10 + j)}, NodeName: ptr.To(node),
-				Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}})
+			eps = append(eps, st.EP{IP: parityBenchPodIP(i*10 + j), Node: node})
 		}
+		s := st.Slice("ns", name, name+"-1", discovery.AddressTypeIPv4, []discovery.EndpointPort{st.SlicePort("p80", 8080, v1.ProtocolTCP)}, eps...)
 		p.OnEndpointSliceAdd(s)
 		slices = append(slices, s)
 	}

@@ -23,6 +23,7 @@ import (
 	ipvstest "k8s.io/net-utils/ipvs/testing"
 
 	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 func virtualServers(t testing.TB, env *fakeEnv) []string {
@@ -65,7 +66,7 @@ func TestStaleStateRemoved(t *testing.T) {
 			p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
 			web := webService(f, func(s *v1.Service) { s.Spec.ExternalIPs = []string{f.extIP} })
 			p.OnServiceAdd(web)
-			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 			syncAll(t, p)
 			if got, want := bound(t, env), sets.List(sets.New(f.svc(1), f.extIP)); !slices.Equal(got, want) {
 				t.Fatalf("bound %v, want %v", got, want)
@@ -229,14 +230,14 @@ func TestSyncCosts(t *testing.T) {
 	p.ipvs = counter
 	p.gtm.ipvs = counter
 	for i := range 50 {
-		s := makeService("ns", "svc"+itoa(i), func(s *v1.Service) {
+		s := st.NewService("ns", "svc"+itoa(i), func(s *v1.Service) {
 			s.Spec.ClusterIP = "172.30." + itoa(i/250) + "." + itoa(i%250+1)
 			s.Spec.Type = v1.ServiceTypeNodePort
-			s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, int32(30000+i))}
+			s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, int32(30000+i))}
 		})
 		p.OnServiceAdd(s)
-		p.OnEndpointSliceAdd(makeSlice("ns", s.Name, s.Name+"-1", false, []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)},
-			ep{ip: "10.0.2." + itoa(i+1)}, local("10.0.1."+itoa(i+1))))
+		p.OnEndpointSliceAdd(st.Slice("ns", s.Name, s.Name+"-1", discovery.AddressTypeIPv4, []discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP)},
+			st.EP{IP: "10.0.2." + itoa(i+1)}, local("10.0.1."+itoa(i+1))))
 	}
 	syncAll(t, p)
 	if env.ipset.Restores > 3 {
@@ -244,10 +245,10 @@ func TestSyncCosts(t *testing.T) {
 	}
 	env.ipset.Restores = 0
 	counter.reset()
-	old := makeSlice("ns", "svc7", "svc7-1", false, []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)},
-		ep{ip: "10.0.2.8"}, local("10.0.1.8"))
-	p.OnEndpointSliceUpdate(old, makeSlice("ns", "svc7", "svc7-1", false, []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)},
-		ep{ip: "10.0.2.8"}, ep{ip: "10.0.2.200"}, local("10.0.1.8")))
+	old := st.Slice("ns", "svc7", "svc7-1", discovery.AddressTypeIPv4, []discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP)},
+		st.EP{IP: "10.0.2.8"}, local("10.0.1.8"))
+	p.OnEndpointSliceUpdate(old, st.Slice("ns", "svc7", "svc7-1", discovery.AddressTypeIPv4, []discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP)},
+		st.EP{IP: "10.0.2.8"}, st.EP{IP: "10.0.2.200"}, local("10.0.1.8")))
 	if err := p.SyncNow(); err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +432,7 @@ func TestServiceInsideExcludeCIDRs(t *testing.T) {
 	}
 	web := webService(f, nil)
 	p.OnServiceAdd(web)
-	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 	syncAll(t, p)
 	vs := &utilipvs.VirtualServer{Address: net.ParseIP(f.svc(1)), Port: 80, Protocol: "TCP"}
 	if got := realServersOf(t, env, vs); !slices.Equal(got, []string{f.hp(f.rpod(1), 8080)}) {
@@ -458,11 +459,11 @@ func TestRestartRestoresWeights(t *testing.T) {
 	if err := env.ipvs.AddRealServer(vs, &utilipvs.RealServer{Address: net.ParseIP(f.rpod(1)), Port: 8080, Weight: 0}); err != nil {
 		t.Fatal(err)
 	}
-	p.OnServiceAdd(makeService("ns", "web", func(s *v1.Service) {
+	p.OnServiceAdd(st.NewService("ns", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(1)
-		s.Spec.Ports = []v1.ServicePort{svcPort("http", 80, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("http", 80, v1.ProtocolTCP, 0)}
 	}))
-	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 	syncAll(t, p)
 	if got := weights(t, env, f.svc(1), 80, "TCP"); got[f.hp(f.rpod(1), 8080)] != 1 {
 		t.Errorf("weights %v, want 1", got)
@@ -475,7 +476,7 @@ func TestNodeAddressChange(t *testing.T) {
 	f := fams[0]
 	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
 	p.OnServiceAdd(webService(f, nil))
-	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 	syncAll(t, p)
 	if err := env.netlink.SetLocalAddresses("eth0", f.node, "192.168.7.7"); err != nil {
 		t.Fatal(err)
@@ -503,18 +504,18 @@ func TestBadInput(t *testing.T) {
 	f := fams[0]
 	p, env := newFakeProxier(t, f.family, []string{f.node}, fakeProxierOptions{})
 	p.OnServiceAdd(webService(f, nil))
-	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 	syncAll(t, p)
 	before := virtualServers(t, env)
 	for i, tweak := range []func(*v1.Service){
-		func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{svcPort("p", 70000, v1.ProtocolTCP, 0)} },
-		func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.Protocol("ICMP"), 0)} },
+		func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 70000, v1.ProtocolTCP, 0)} },
+		func(s *v1.Service) { s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.Protocol("ICMP"), 0)} },
 		func(s *v1.Service) {
 			s.Spec.Type = v1.ServiceTypeNodePort
-			s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 99999)}
+			s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 99999)}
 		},
 	} {
-		p.OnServiceAdd(makeService("bad", "svc"+itoa(i), func(s *v1.Service) {
+		p.OnServiceAdd(st.NewService("bad", "svc"+itoa(i), func(s *v1.Service) {
 			s.Spec.ClusterIP = f.svc(50 + i)
 			tweak(s)
 		}))
@@ -590,7 +591,7 @@ func TestIPVSErrorRetried(t *testing.T) {
 	fi := &failingIPVS{Interface: env.ipvs, failAddRS: true}
 	p.ipvs, p.gtm.ipvs = fi, fi
 	p.OnServiceAdd(webService(f, nil))
-	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, ep{ip: f.rpod(1)}))
+	p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, st.EP{IP: f.rpod(1)}))
 	syncAll(t, p)
 	if got := virtualServers(t, env); len(got) != 2 {
 		t.Fatalf("virtual servers %v, want the cluster IP and node port ones", got)
@@ -678,9 +679,9 @@ func TestFullSyncRepairsKernelDrift(t *testing.T) {
 			if pods == nil {
 				pods = []int{1, 2}
 			}
-			var eps []ep
+			var eps []st.EP
 			for _, i := range pods {
-				eps = append(eps, ep{ip: f.rpod(i)})
+				eps = append(eps, st.EP{IP: f.rpod(i)})
 			}
 			p.OnServiceAdd(webService(f, nil))
 			p.OnEndpointSliceAdd(webSlice(f, v1.ProtocolTCP, eps...))

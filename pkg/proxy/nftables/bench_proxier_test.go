@@ -21,6 +21,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
@@ -35,7 +36,7 @@ func benchObjects(first, n, eps int) ([]*v1.Service, []*discovery.EndpointSlice)
 	for i := first; i < first+n; i++ {
 		ns, name := fmt.Sprintf("ns%d", i%100), fmt.Sprintf("svc%d", i)
 		ip := fmt.Sprintf("172.30.%d.%d", i/250, i%250+1)
-		svcs = append(svcs, makeService(ns, name, func(s *v1.Service) {
+		svcs = append(svcs, st.NewService(ns, name, func(s *v1.Service) {
 			s.Spec.Type = v1.ServiceTypeNodePort
 			s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip, []string{ip}, []v1.IPFamily{v1.IPv4Protocol}
 			s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: int32(30000 + i%30000), TargetPort: intstr.FromInt32(8080)}}
@@ -48,15 +49,15 @@ func benchObjects(first, n, eps int) ([]*v1.Service, []*discovery.EndpointSlice)
 				s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10800)}}
 			}
 		}))
-		slices = append(slices, makeSlice(ns, name, name+"-1", v1.IPv4Protocol, func(es *discovery.EndpointSlice) {
-			es.Ports = tcpPort("http", 8080)
+		slices = append(slices, st.NewSlice(ns, name, name+"-1", st.AddressTypeOf(v1.IPv4Protocol), func(es *discovery.EndpointSlice) {
+			es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
 			for j := range eps {
 				k := i*eps + j
 				node := "node2"
 				if j == 0 {
 					node = testNodeName
 				}
-				es.Endpoints = append(es.Endpoints, epAt(fmt.Sprintf("10.%d.%d.%d", k/65536, (k/256)%256, k%256), node, true, true, false))
+				es.Endpoints = append(es.Endpoints, st.EndpointWith(fmt.Sprintf("10.%d.%d.%d", k/65536, (k/256)%256, k%256), node, true, true, false))
 			}
 		}))
 	}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
@@ -384,13 +385,13 @@ func realProxier(t *testing.T, tf testFamily, logf func(prefix, args string), on
 
 func webService(tf testFamily) (*v1.Service, *discovery.EndpointSlice) {
 	ip := tf.ip
-	svc := makeService("ns1", "web", func(s *v1.Service) {
+	svc := st.NewService("ns1", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
 		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
 	})
-	es := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+	es := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
 		es.Ports = []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}}
-		es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.0.1"), testNodeName, true, true, false), epAt(ip("10.180.1.1"), "node2", true, true, false)}
+		es.Endpoints = []discovery.Endpoint{st.EndpointWith(ip("10.180.0.1"), testNodeName, true, true, false), st.EndpointWith(ip("10.180.1.1"), "node2", true, true, false)}
 	})
 	return svc, es
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"k8s.io/kube-proxy/pkg/features"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // inNetns runs fn on an OS thread moved into a fresh network namespace, so
@@ -347,7 +348,7 @@ func TestKernelProxier(t *testing.T) {
 				real.syncer.nft = nft
 				ref, fake := newTestProxier(t, tf, nil)
 				ip := tf.ip
-				svc := makeService("ns1", "web", func(s *v1.Service) {
+				svc := st.NewService("ns1", "web", func(s *v1.Service) {
 					s.Spec.Type = v1.ServiceTypeNodePort
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
 					s.Spec.Ports = []v1.ServicePort{
@@ -356,12 +357,12 @@ func TestKernelProxier(t *testing.T) {
 					}
 					s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 				})
-				es := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
+				es := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
 					es.Ports = []discovery.EndpointPort{
 						{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)},
 						{Name: ptr.To("dns"), Port: ptr.To[int32](5353), Protocol: ptr.To(v1.ProtocolUDP)},
 					}
-					es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.0.1"), testNodeName, true, true, false), epAt(ip("10.180.1.1"), "node2", true, true, false)}
+					es.Endpoints = []discovery.Endpoint{st.EndpointWith(ip("10.180.0.1"), testNodeName, true, true, false), st.EndpointWith(ip("10.180.1.1"), "node2", true, true, false)}
 				})
 				for _, p := range []*Proxier{real, ref} {
 					startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{es})

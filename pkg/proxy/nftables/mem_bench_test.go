@@ -14,6 +14,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/knftables"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // peakNFT records the live heap when the first transaction of a sync is
@@ -50,7 +52,7 @@ func clusterMixObjects(n, eps int) ([]*v1.Service, []*discovery.EndpointSlice) {
 	for i := range n {
 		name := fmt.Sprintf("svc-%05d", i)
 		ip := fmt.Sprintf("172.30.%d.%d", (i+1)/256, (i+1)%256)
-		svcs = append(svcs, makeService("bench", name, func(s *v1.Service) {
+		svcs = append(svcs, st.NewService("bench", name, func(s *v1.Service) {
 			s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip, []string{ip}, []v1.IPFamily{v1.IPv4Protocol}
 			s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
 			if i%10 == 0 {
@@ -58,15 +60,15 @@ func clusterMixObjects(n, eps int) ([]*v1.Service, []*discovery.EndpointSlice) {
 				s.Spec.Ports[0].NodePort = int32(30000 + i/10)
 			}
 		}))
-		slices = append(slices, makeSlice("bench", name, name+"-abc", v1.IPv4Protocol, func(es *discovery.EndpointSlice) {
-			es.Ports = tcpPort("http", 8080)
+		slices = append(slices, st.NewSlice("bench", name, name+"-abc", st.AddressTypeOf(v1.IPv4Protocol), func(es *discovery.EndpointSlice) {
+			es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
 			for j := range eps {
 				k := (i*eps + j) % 32000
 				node := "node2"
 				if j == 0 {
 					node = testNodeName
 				}
-				es.Endpoints = append(es.Endpoints, epAt(fmt.Sprintf("10.18.%d.%d", 128+k/250, 1+k%250), node, true, true, false))
+				es.Endpoints = append(es.Endpoints, st.EndpointWith(fmt.Sprintf("10.18.%d.%d", 128+k/250, 1+k%250), node, true, true, false))
 			}
 		}))
 	}

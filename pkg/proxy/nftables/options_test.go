@@ -21,6 +21,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
@@ -46,13 +47,13 @@ func TestOptionsForEmbedders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := makeService("ns1", "web", func(s *v1.Service) {
+	svc := st.NewService("ns1", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
 		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
 	})
-	slice := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-		es.Endpoints = append(es.Endpoints, epAt(ip("10.180.0.1"), testNodeName, true, true, false))
-		es.Ports = tcpPort("http", 8080)
+	slice := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+		es.Endpoints = append(es.Endpoints, st.EndpointWith(ip("10.180.0.1"), testNodeName, true, true, false))
+		es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
 	})
 	startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{slice})
 

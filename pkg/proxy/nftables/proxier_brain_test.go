@@ -19,6 +19,7 @@ import (
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // recordingHealthServer remembers what the proxier last told the
@@ -62,7 +63,7 @@ func TestProxierBrainFeatures(t *testing.T) {
 				// Two LoadBalancer ingress IPs: a VIP, which the node
 				// captures, and a Proxy-mode one, whose traffic must reach
 				// the load balancer untouched.
-				makeService("ns1", "lb", func(s *v1.Service) {
+				st.NewService("ns1", "lb", func(s *v1.Service) {
 					s.Spec.Type = v1.ServiceTypeLoadBalancer
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.51"), []string{ip("172.30.0.51")}, family
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 3051}}
@@ -73,13 +74,13 @@ func TestProxierBrainFeatures(t *testing.T) {
 				}),
 				// Zone hints on every endpoint: this node (zone-a) uses only
 				// the zone-a endpoint once it knows its zone.
-				makeService("ns2", "topo", func(s *v1.Service) {
+				st.NewService("ns2", "topo", func(s *v1.Service) {
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.52"), []string{ip("172.30.0.52")}, family
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
 				}),
 				// eTP=Local with a health check node port and no local
 				// endpoint.
-				makeService("ns3", "local", func(s *v1.Service) {
+				st.NewService("ns3", "local", func(s *v1.Service) {
 					s.Spec.Type = v1.ServiceTypeLoadBalancer
 					s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 					s.Spec.HealthCheckNodePort = 30253
@@ -87,39 +88,39 @@ func TestProxierBrainFeatures(t *testing.T) {
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 3053}}
 					s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip("1.2.3.7")}}
 				}),
-				makeService("ns4", "dns", func(s *v1.Service) {
+				st.NewService("ns4", "dns", func(s *v1.Service) {
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.54"), []string{ip("172.30.0.54")}, family
 					s.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP}}
 				}),
 			}
 			zoned := func(addr, node, zone string) discovery.Endpoint {
-				e := epAt(addr, node, true, true, false)
+				e := st.EndpointWith(addr, node, true, true, false)
 				e.Hints = &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: zone}}}
 				return e
 			}
 			dnsSlice := func(addrs ...string) *discovery.EndpointSlice {
-				return makeSlice("ns4", "dns", "dns-1", tf.family, func(es *discovery.EndpointSlice) {
+				return st.NewSlice("ns4", "dns", "dns-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
 					es.Ports = []discovery.EndpointPort{{Name: ptr.To("dns"), Port: ptr.To[int32](5353), Protocol: ptr.To(v1.ProtocolUDP)}}
 					for _, a := range addrs {
-						es.Endpoints = append(es.Endpoints, epAt(ip(a), "node2", true, true, false))
+						es.Endpoints = append(es.Endpoints, st.EndpointWith(ip(a), "node2", true, true, false))
 					}
 				})
 			}
 			slices := []*discovery.EndpointSlice{
-				makeSlice("ns1", "lb", "lb-1", tf.family, func(es *discovery.EndpointSlice) {
-					es.Ports = tcpPort("http", 80)
-					es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.0.51"), "node2", true, true, false)}
+				st.NewSlice("ns1", "lb", "lb-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{st.SlicePort("http", 80, v1.ProtocolTCP)}
+					es.Endpoints = []discovery.Endpoint{st.EndpointWith(ip("10.180.0.51"), "node2", true, true, false)}
 				}),
-				makeSlice("ns2", "topo", "topo-1", tf.family, func(es *discovery.EndpointSlice) {
-					es.Ports = tcpPort("http", 80)
+				st.NewSlice("ns2", "topo", "topo-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{st.SlicePort("http", 80, v1.ProtocolTCP)}
 					es.Endpoints = []discovery.Endpoint{
 						zoned(ip("10.180.0.52"), "node2", "zone-a"),
 						zoned(ip("10.180.1.52"), "node3", "zone-b"),
 					}
 				}),
-				makeSlice("ns3", "local", "local-1", tf.family, func(es *discovery.EndpointSlice) {
-					es.Ports = tcpPort("http", 80)
-					es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.0.53"), "node2", true, true, false)}
+				st.NewSlice("ns3", "local", "local-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{st.SlicePort("http", 80, v1.ProtocolTCP)}
+					es.Endpoints = []discovery.Endpoint{st.EndpointWith(ip("10.180.0.53"), "node2", true, true, false)}
 				}),
 				dnsSlice("10.180.0.54", "10.180.1.54"),
 			}
@@ -189,11 +190,11 @@ func TestProxierBrainFeatures(t *testing.T) {
 			if calls != callsBefore {
 				t.Errorf("an endpoint change of a service without a health check called SyncEndpoints (%d -> %d calls)", callsBefore, calls)
 			}
-			p.OnEndpointSliceUpdate(slices[2], makeSlice("ns3", "local", "local-1", tf.family, func(es *discovery.EndpointSlice) {
-				es.Ports = tcpPort("http", 80)
+			p.OnEndpointSliceUpdate(slices[2], st.NewSlice("ns3", "local", "local-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+				es.Ports = []discovery.EndpointPort{st.SlicePort("http", 80, v1.ProtocolTCP)}
 				es.Endpoints = []discovery.Endpoint{
-					epAt(ip("10.180.0.53"), "node2", true, true, false),
-					epAt(ip("10.180.1.53"), testNodeName, true, true, false),
+					st.EndpointWith(ip("10.180.0.53"), "node2", true, true, false),
+					st.EndpointWith(ip("10.180.1.53"), testNodeName, true, true, false),
 				}
 			}))
 			if err := p.SyncNow(); err != nil {
@@ -218,7 +219,7 @@ func TestProxierSyncFailureMetric(t *testing.T) {
 	metrics.RegisterMetrics(kubeproxyconfig.ProxyModeNFTables)
 	tf := families[0]
 	p, fake := newTestProxier(t, tf, nil)
-	svc := makeService("ns1", "web", func(s *v1.Service) {
+	svc := st.NewService("ns1", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.41", []string{"172.30.0.41"}, []v1.IPFamily{v1.IPv4Protocol}
 		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
 	})

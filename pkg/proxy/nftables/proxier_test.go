@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -24,6 +23,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
@@ -82,40 +82,6 @@ func newTestProxierWith(t *testing.T, tf testFamily, mutate func(*kubeproxyconfi
 	return p, fake
 }
 
-func makeService(ns, name string, mut func(*v1.Service)) *v1.Service {
-	s := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP},
-	}
-	mut(s)
-	return s
-}
-
-func makeSlice(ns, svc, name string, family v1.IPFamily, mut func(*discovery.EndpointSlice)) *discovery.EndpointSlice {
-	at := discovery.AddressTypeIPv4
-	if family == v1.IPv6Protocol {
-		at = discovery.AddressTypeIPv6
-	}
-	es := &discovery.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
-		AddressType: at,
-	}
-	mut(es)
-	return es
-}
-
-func epAt(ip string, node string, ready, serving, terminating bool) discovery.Endpoint {
-	return discovery.Endpoint{
-		Addresses:  []string{ip},
-		NodeName:   ptr.To(node),
-		Conditions: discovery.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(serving), Terminating: ptr.To(terminating)},
-	}
-}
-
-func tcpPort(name string, port int32) []discovery.EndpointPort {
-	return []discovery.EndpointPort{{Name: ptr.To(name), Port: ptr.To(port), Protocol: ptr.To(v1.ProtocolTCP)}}
-}
-
 // startProxier feeds objects and performs the initial sync.
 func startProxier(p *Proxier, svcs []*v1.Service, slices []*discovery.EndpointSlice) {
 	for _, s := range svcs {
@@ -135,7 +101,7 @@ func TestProxierBehaviour(t *testing.T) {
 			p, fake := newTestProxier(t, tf, nil)
 			family := []v1.IPFamily{tf.family}
 			svcs := []*v1.Service{
-				makeService("ns1", "web", func(s *v1.Service) {
+				st.NewService("ns1", "web", func(s *v1.Service) {
 					s.Spec.Type = v1.ServiceTypeLoadBalancer
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, family
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 3001, TargetPort: intstr.FromInt32(8080)}}
@@ -145,18 +111,18 @@ func TestProxierBehaviour(t *testing.T) {
 				}),
 				// eTP=Local whose only local endpoint is terminating: the brain
 				// falls back to it.
-				makeService("ns2", "term", func(s *v1.Service) {
+				st.NewService("ns2", "term", func(s *v1.Service) {
 					s.Spec.Type = v1.ServiceTypeNodePort
 					s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.42"), []string{ip("172.30.0.42")}, family
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 3002}}
 					s.Spec.HealthCheckNodePort = 30200
 				}),
-				makeService("ns3", "empty", func(s *v1.Service) {
+				st.NewService("ns3", "empty", func(s *v1.Service) {
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.43"), []string{ip("172.30.0.43")}, family
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
 				}),
-				makeService("ns4", "sticky", func(s *v1.Service) {
+				st.NewService("ns4", "sticky", func(s *v1.Service) {
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.44"), []string{ip("172.30.0.44")}, family
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
 					s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
@@ -164,24 +130,24 @@ func TestProxierBehaviour(t *testing.T) {
 				}),
 			}
 			slices := []*discovery.EndpointSlice{
-				makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-					es.Ports = tcpPort("http", 8080)
+				st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
 					es.Endpoints = []discovery.Endpoint{
-						epAt(ip("10.180.0.1"), testNodeName, true, true, false),
-						epAt(ip("10.180.1.1"), "node2", true, true, false),
-						epAt(ip("10.180.2.1"), "node2", false, false, false), // not ready: unused
+						st.EndpointWith(ip("10.180.0.1"), testNodeName, true, true, false),
+						st.EndpointWith(ip("10.180.1.1"), "node2", true, true, false),
+						st.EndpointWith(ip("10.180.2.1"), "node2", false, false, false), // not ready: unused
 					}
 				}),
-				makeSlice("ns2", "term", "term-1", tf.family, func(es *discovery.EndpointSlice) {
-					es.Ports = tcpPort("http", 80)
+				st.NewSlice("ns2", "term", "term-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{st.SlicePort("http", 80, v1.ProtocolTCP)}
 					es.Endpoints = []discovery.Endpoint{
-						epAt(ip("10.180.0.2"), testNodeName, false, true, true), // local, terminating, serving
-						epAt(ip("10.180.1.2"), "node2", true, true, false),
+						st.EndpointWith(ip("10.180.0.2"), testNodeName, false, true, true), // local, terminating, serving
+						st.EndpointWith(ip("10.180.1.2"), "node2", true, true, false),
 					}
 				}),
-				makeSlice("ns4", "sticky", "sticky-1", tf.family, func(es *discovery.EndpointSlice) {
-					es.Ports = tcpPort("http", 80)
-					es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.0.4"), "node2", true, true, false), epAt(ip("10.180.1.4"), "node2", true, true, false)}
+				st.NewSlice("ns4", "sticky", "sticky-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{st.SlicePort("http", 80, v1.ProtocolTCP)}
+					es.Endpoints = []discovery.Endpoint{st.EndpointWith(ip("10.180.0.4"), "node2", true, true, false), st.EndpointWith(ip("10.180.1.4"), "node2", true, true, false)}
 				}),
 			}
 			startProxier(p, svcs, slices)
@@ -204,9 +170,9 @@ func TestProxierBehaviour(t *testing.T) {
 
 			// Endpoint change: partial sync, no listing, only the changed service.
 			lists := fake.lists.Load()
-			p.OnEndpointSliceUpdate(slices[0], makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-				es.Ports = tcpPort("http", 8080)
-				es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.1.1"), "node2", true, true, false)}
+			p.OnEndpointSliceUpdate(slices[0], st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+				es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
+				es.Endpoints = []discovery.Endpoint{st.EndpointWith(ip("10.180.1.1"), "node2", true, true, false)}
 			}))
 			if err := p.SyncNow(); err != nil {
 				t.Fatal(err)
@@ -254,9 +220,9 @@ func TestProxierBehaviour(t *testing.T) {
 			for _, s := range svcs[:3] {
 				p2.OnServiceAdd(s)
 			}
-			p2.OnEndpointSliceAdd(makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-				es.Ports = tcpPort("http", 8080)
-				es.Endpoints = []discovery.Endpoint{epAt(ip("10.180.1.1"), "node2", true, true, false)}
+			p2.OnEndpointSliceAdd(st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+				es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
+				es.Endpoints = []discovery.Endpoint{st.EndpointWith(ip("10.180.1.1"), "node2", true, true, false)}
 			}))
 			p2.OnEndpointSliceAdd(slices[1])
 			p2.OnEndpointSliceAdd(slices[2])
@@ -275,13 +241,13 @@ func TestProxierBehaviour(t *testing.T) {
 func TestProxierFailureForcesFullSync(t *testing.T) {
 	tf := families[0]
 	p, fake := newTestProxier(t, tf, nil)
-	svc := makeService("ns1", "web", func(s *v1.Service) {
+	svc := st.NewService("ns1", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.41", []string{"172.30.0.41"}, []v1.IPFamily{v1.IPv4Protocol}
 		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
 	})
-	es := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-		es.Ports = tcpPort("http", 80)
-		es.Endpoints = []discovery.Endpoint{epAt("10.180.0.1", "node2", true, true, false)}
+	es := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+		es.Ports = []discovery.EndpointPort{st.SlicePort("http", 80, v1.ProtocolTCP)}
+		es.Endpoints = []discovery.Endpoint{st.EndpointWith("10.180.0.1", "node2", true, true, false)}
 	})
 	startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{es})
 
@@ -319,7 +285,7 @@ func TestLocalhostNodePorts(t *testing.T) {
 	if p.localhostNodePortProxy == nil {
 		t.Fatal("explicit loopback nodePortAddresses must start the localhost proxy")
 	}
-	svc := makeService("ns1", "dns", func(s *v1.Service) {
+	svc := st.NewService("ns1", "dns", func(s *v1.Service) {
 		s.Spec.Type = v1.ServiceTypeNodePort
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.53", []string{"172.30.0.53"}, []v1.IPFamily{v1.IPv4Protocol}
 		s.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, NodePort: 30053}}
@@ -347,14 +313,14 @@ func TestLocalhostNodePorts(t *testing.T) {
 	}
 	nodePort := probe.Addr().(*net.TCPAddr).Port
 	_ = probe.Close()
-	web := makeService("ns1", "web", func(s *v1.Service) {
+	web := st.NewService("ns1", "web", func(s *v1.Service) {
 		s.Spec.Type = v1.ServiceTypeNodePort
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.80", []string{"172.30.0.80"}, []v1.IPFamily{v1.IPv4Protocol}
 		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: int32(nodePort)}}
 	})
-	webEPs := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-		es.Ports = tcpPort("http", int32(bport))
-		es.Endpoints = []discovery.Endpoint{epAt("127.0.0.1", testNodeName, true, true, false)}
+	webEPs := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+		es.Ports = []discovery.EndpointPort{st.SlicePort("http", int32(bport), v1.ProtocolTCP)}
+		es.Endpoints = []discovery.Endpoint{st.EndpointWith("127.0.0.1", testNodeName, true, true, false)}
 	})
 	startProxier(p, []*v1.Service{svc, web}, []*discovery.EndpointSlice{webEPs})
 	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", itoa(nodePort)), 2*time.Second)
@@ -396,7 +362,7 @@ func TestDryRunProxier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := makeService("ns1", "web", func(s *v1.Service) {
+	svc := st.NewService("ns1", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = "172.30.0.41", []string{"172.30.0.41"}, []v1.IPFamily{v1.IPv4Protocol}
 		s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
 	})
@@ -429,13 +395,13 @@ func TestProxierWithoutEndpointMaps(t *testing.T) {
 					wrap = func(c *countingNFT) knftables.Interface { return oldNFT{c} }
 				}
 				p, fake := newTestProxierOver(t, tf, nil, wrap)
-				svc := makeService("ns1", "web", func(s *v1.Service) {
+				svc := st.NewService("ns1", "web", func(s *v1.Service) {
 					s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
 					s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
 				})
-				slice := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-					es.Ports = tcpPort("http", 8080)
-					es.Endpoints = append(es.Endpoints, epAt(ip("10.180.0.1"), testNodeName, true, true, false), epAt(ip("10.180.1.1"), "node2", true, true, false))
+				slice := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+					es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
+					es.Endpoints = append(es.Endpoints, st.EndpointWith(ip("10.180.0.1"), testNodeName, true, true, false), st.EndpointWith(ip("10.180.1.1"), "node2", true, true, false))
 				})
 				startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{slice})
 				dump := fake.Dump()

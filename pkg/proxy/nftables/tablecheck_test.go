@@ -10,6 +10,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/knftables"
+
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 )
 
 // A table deleted from outside is rebuilt at the first sync after syncPeriod, even
@@ -19,13 +21,13 @@ func TestDeletedTableRebuiltAfterSyncPeriod(t *testing.T) {
 		t.Run(string(tf.family), func(t *testing.T) {
 			ip := tf.ip
 			p, fake := newTestProxier(t, tf, nil)
-			svc := makeService("ns1", "web", func(s *v1.Service) {
+			svc := st.NewService("ns1", "web", func(s *v1.Service) {
 				s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
 				s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
 			})
-			slice := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-				es.Endpoints = append(es.Endpoints, epAt(ip("10.180.0.1"), testNodeName, true, true, false))
-				es.Ports = tcpPort("http", 8080)
+			slice := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+				es.Endpoints = append(es.Endpoints, st.EndpointWith(ip("10.180.0.1"), testNodeName, true, true, false))
+				es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
 			})
 			startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{slice})
 			if fake.Table == nil {
@@ -104,13 +106,13 @@ func TestFlushedTableRepairedAfterSyncPeriod(t *testing.T) {
 		t.Run(string(tf.family), func(t *testing.T) {
 			ip := tf.ip
 			p, fake := newTestProxier(t, tf, nil)
-			svc := makeService("ns1", "web", func(s *v1.Service) {
+			svc := st.NewService("ns1", "web", func(s *v1.Service) {
 				s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.IPFamilies = ip("172.30.0.41"), []string{ip("172.30.0.41")}, []v1.IPFamily{tf.family}
 				s.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}
 			})
-			slice := makeSlice("ns1", "web", "web-1", tf.family, func(es *discovery.EndpointSlice) {
-				es.Endpoints = append(es.Endpoints, epAt(ip("10.180.0.1"), testNodeName, true, true, false))
-				es.Ports = tcpPort("http", 8080)
+			slice := st.NewSlice("ns1", "web", "web-1", st.AddressTypeOf(tf.family), func(es *discovery.EndpointSlice) {
+				es.Endpoints = append(es.Endpoints, st.EndpointWith(ip("10.180.0.1"), testNodeName, true, true, false))
+				es.Ports = []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}
 			})
 			startProxier(p, []*v1.Service{svc}, []*discovery.EndpointSlice{slice})
 			pkt := packet{src: ip("10.1.2.3"), dst: ip("172.30.0.41"), proto: "tcp", dport: 80}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/winkernel/hcnapi"
 	hcntest "k8s.io/kube-proxy/pkg/proxy/winkernel/testing"
 )
@@ -20,9 +21,9 @@ func mac(ip string) string { return conjureMAC("02-11", net.ParseIP(ip)) }
 
 // web is the scenarios' Service: port 80/TCP to 8080, with tweaks.
 func web(f fam, tweak func(*v1.Service)) *v1.Service {
-	return makeService("ns", "web", func(s *v1.Service) {
+	return st.NewService("ns", "web", func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(1)
-		s.Spec.Ports = []v1.ServicePort{svcPort("http", 80, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("http", 80, v1.ProtocolTCP, 0)}
 		if tweak != nil {
 			tweak(s)
 		}
@@ -44,11 +45,11 @@ func local(f fam, s *v1.Service) {
 }
 
 // webSlice has one endpoint on this node and one on the other, port 8080.
-func webSlice(f fam, eps ...ep) *discovery.EndpointSlice {
+func webSlice(f fam, eps ...st.EP) *discovery.EndpointSlice {
 	if len(eps) == 0 {
-		eps = []ep{{ip: f.pod(1), node: testNode}, {ip: f.rpod(1), node: "node2"}}
+		eps = []st.EP{{IP: f.pod(1), Node: testNode}, {IP: f.rpod(1), Node: "node2"}}
 	}
-	return makeSlice(f, "ns", "web", "web-1", []discovery.EndpointPort{slicePort("http", 8080, v1.ProtocolTCP)}, eps...)
+	return st.Slice("ns", "web", "web-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP)}, eps...)
 }
 
 func TestBehaviour(t *testing.T) {
@@ -215,11 +216,11 @@ func TestBehaviour(t *testing.T) {
 		objs: func(f fam) []any {
 			return []any{web(f, func(s *v1.Service) {
 				s.Spec.Type = v1.ServiceTypeLoadBalancer
-				s.Spec.Ports = []v1.ServicePort{svcPort("http", 80, v1.ProtocolTCP, 30080), svcPort("dns", 53, v1.ProtocolUDP, 30053)}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("http", 80, v1.ProtocolTCP, 30080), st.ServicePort("dns", 53, v1.ProtocolUDP, 30053)}
 				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: f.lb}}
-			}), makeSlice(f, "ns", "web", "web-1",
-				[]discovery.EndpointPort{slicePort("http", 8080, v1.ProtocolTCP), slicePort("dns", 5353, v1.ProtocolUDP)},
-				ep{ip: f.pod(1), node: testNode})}
+			}), st.Slice("ns", "web", "web-1", st.AddressTypeOf(f.family),
+				[]discovery.EndpointPort{st.SlicePort("http", 8080, v1.ProtocolTCP), st.SlicePort("dns", 5353, v1.ProtocolUDP)},
+				st.EP{IP: f.pod(1), Node: testNode})}
 		},
 		want: func(f fam) []string {
 			return []string{
@@ -240,7 +241,7 @@ func TestBehaviour(t *testing.T) {
 	}, {
 		name: "not ready endpoints are left out",
 		objs: func(f fam) []any {
-			return []any{web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.rpod(1), node: "node2", notReady: true})}
+			return []any{web(f, nil), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}, st.EP{IP: f.rpod(1), Node: "node2", NotReady: true})}
 		},
 		want: func(f fam) []string {
 			return []string{"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1) + flags(f.v6())}
@@ -248,7 +249,7 @@ func TestBehaviour(t *testing.T) {
 	}, {
 		name: "ready endpoints win over terminating ones",
 		objs: func(f fam) []any {
-			return []any{web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode, terminating: true}, ep{ip: f.rpod(1), node: "node2"})}
+			return []any{web(f, nil), webSlice(f, st.EP{IP: f.pod(1), Node: testNode, Terminating: true}, st.EP{IP: f.rpod(1), Node: "node2"})}
 		},
 		want: func(f fam) []string {
 			return []string{
@@ -260,9 +261,9 @@ func TestBehaviour(t *testing.T) {
 		name: "all endpoints terminating: the brain falls back to the serving ones",
 		objs: func(f fam) []any {
 			return []any{web(f, nil), webSlice(f,
-				ep{ip: f.pod(1), node: testNode, terminating: true},
-				ep{ip: f.pod(2), node: testNode, terminating: true, notServing: true},
-				ep{ip: f.rpod(1), node: "node2", terminating: true})}
+				st.EP{IP: f.pod(1), Node: testNode, Terminating: true},
+				st.EP{IP: f.pod(2), Node: testNode, Terminating: true, NotServing: true},
+				st.EP{IP: f.rpod(1), Node: "node2", Terminating: true})}
 		},
 		want: func(f fam) []string {
 			return []string{
@@ -273,7 +274,7 @@ func TestBehaviour(t *testing.T) {
 	}, {
 		name: "a local endpoint HNS does not have is left out",
 		objs: func(f fam) []any {
-			return []any{web(f, nil), webSlice(f, ep{ip: f.pod(20), node: testNode}, ep{ip: f.rpod(1), node: "node2"})}
+			return []any{web(f, nil), webSlice(f, st.EP{IP: f.pod(20), Node: testNode}, st.EP{IP: f.rpod(1), Node: "node2"})}
 		},
 		want: func(f fam) []string {
 			return []string{
@@ -285,10 +286,10 @@ func TestBehaviour(t *testing.T) {
 		name: "UDP and SCTP protocol numbers; a named target port takes the endpoints' port",
 		objs: func(f fam) []any {
 			return []any{web(f, func(s *v1.Service) {
-				s.Spec.Ports = []v1.ServicePort{svcPort("dns", 53, v1.ProtocolUDP, 0), svcPort("sig", 3868, v1.ProtocolSCTP, 0)}
-			}), makeSlice(f, "ns", "web", "web-1",
-				[]discovery.EndpointPort{slicePort("dns", 5353, v1.ProtocolUDP), slicePort("sig", 3869, v1.ProtocolSCTP)},
-				ep{ip: f.pod(1), node: testNode})}
+				s.Spec.Ports = []v1.ServicePort{st.ServicePort("dns", 53, v1.ProtocolUDP, 0), st.ServicePort("sig", 3868, v1.ProtocolSCTP, 0)}
+			}), st.Slice("ns", "web", "web-1", st.AddressTypeOf(f.family),
+				[]discovery.EndpointPort{st.SlicePort("dns", 5353, v1.ProtocolUDP), st.SlicePort("sig", 3869, v1.ProtocolSCTP)},
+				st.EP{IP: f.pod(1), Node: testNode})}
 		},
 		want: func(f fam) []string {
 			return []string{
@@ -312,7 +313,7 @@ func TestBehaviour(t *testing.T) {
 		name: "overlay: an endpoint outside the pod network gets the node IP as provider address and source",
 		opts: envOptions{networkType: "Overlay"},
 		objs: func(f fam) []any {
-			return []any{web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.public})}
+			return []any{web(f, nil), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}, st.EP{IP: f.public})}
 		},
 		want: func(f fam) []string {
 			return []string{
@@ -326,7 +327,7 @@ func TestBehaviour(t *testing.T) {
 		name: "overlay: an endpoint on another node's own address uses the node IP as source",
 		opts: envOptions{networkType: "Overlay"},
 		objs: func(f fam) []any {
-			return []any{web(f, nil), webSlice(f, ep{ip: f.otherNode, node: "node2"})}
+			return []any{web(f, nil), webSlice(f, st.EP{IP: f.otherNode, Node: "node2"})}
 		},
 		want: func(f fam) []string {
 			return []string{

@@ -11,6 +11,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/winkernel/hcnapi"
 	hcntest "k8s.io/kube-proxy/pkg/proxy/winkernel/testing"
 )
@@ -33,11 +34,11 @@ func (m *clusterModel) addr(base string, i int) string {
 
 func (m *clusterModel) randomService(i int) *v1.Service {
 	r := m.rng
-	return makeService("ns", fmt.Sprintf("svc%d", i), func(s *v1.Service) {
+	return st.NewService("ns", fmt.Sprintf("svc%d", i), func(s *v1.Service) {
 		s.Spec.ClusterIP = m.f.svc(i)
-		s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 0)}
 		if r.IntN(3) == 0 {
-			s.Spec.Ports = append(s.Spec.Ports, svcPort("q", 53, v1.ProtocolUDP, 0))
+			s.Spec.Ports = append(s.Spec.Ports, st.ServicePort("q", 53, v1.ProtocolUDP, 0))
 		}
 		switch r.IntN(4) {
 		case 1:
@@ -80,15 +81,15 @@ func (m *clusterModel) randomService(i int) *v1.Service {
 
 func (m *clusterModel) randomSlice(i int) *discovery.EndpointSlice {
 	r := m.rng
-	var eps []ep
+	var eps []st.EP
 	for _, j := range r.Perm(9)[:r.IntN(5)] {
-		eps = append(eps, ep{ip: m.f.pod(j + 1), node: testNode, terminating: r.IntN(6) == 0})
+		eps = append(eps, st.EP{IP: m.f.pod(j + 1), Node: testNode, Terminating: r.IntN(6) == 0})
 	}
 	for _, j := range r.Perm(12)[:r.IntN(5)] {
-		eps = append(eps, ep{ip: m.f.rpod(j + 1), node: "node2", notReady: r.IntN(8) == 0})
+		eps = append(eps, st.EP{IP: m.f.rpod(j + 1), Node: "node2", NotReady: r.IntN(8) == 0})
 	}
-	return makeSlice(m.f, "ns", fmt.Sprintf("svc%d", i), fmt.Sprintf("svc%d-1", i),
-		[]discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP), slicePort("q", 5353, v1.ProtocolUDP)}, eps...)
+	return st.Slice("ns", fmt.Sprintf("svc%d", i), fmt.Sprintf("svc%d-1", i), st.AddressTypeOf(m.f.family),
+		[]discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP), st.SlicePort("q", 5353, v1.ProtocolUDP)}, eps...)
 }
 
 func (m *clusterModel) objects() []any {

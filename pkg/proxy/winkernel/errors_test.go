@@ -15,6 +15,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
+	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/winkernel/hcnapi"
 	hcntest "k8s.io/kube-proxy/pkg/proxy/winkernel/testing"
 )
@@ -73,7 +74,7 @@ func TestEndpointChangeUpdatesInPlace(t *testing.T) {
 			before := e.hns.LoadBalancers()
 			e.hns.ResetCalls()
 			old := webSlice(f)
-			e.p.OnEndpointSliceUpdate(old, webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.rpod(2), node: "node2"}))
+			e.p.OnEndpointSliceUpdate(old, webSlice(f, st.EP{IP: f.pod(1), Node: testNode}, st.EP{IP: f.rpod(2), Node: "node2"}))
 			e.sync()
 			// Four load balancers updated, the new remote endpoint created and
 			// the old one, now unused, deleted; no listing.
@@ -101,14 +102,14 @@ func TestExistingRemoteEndpointIsAdopted(t *testing.T) {
 			// listed once and the endpoint adopted.
 			e.hns.AddEndpoint(testNetwork, hcnapi.Endpoint{IPs: []string{f.rpod(2)}, Remote: true, MAC: mac(f.rpod(2))})
 			e.hns.ResetCalls()
-			e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.rpod(2), node: "node2"}))
+			e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}, st.EP{IP: f.rpod(2), Node: "node2"}))
 			e.sync()
 			want := map[string]int{hcntest.OpCreateEndpoint: 1, hcntest.OpListEndpointsOfNetwork: 1, hcntest.OpUpdateLoadBalancer: 1, hcntest.OpDeleteEndpoint: 1}
 			if diff := cmp.Diff(want, calls(e.hns)); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
 			fresh := newEnv(t, f, envOptions{})
-			fresh.start(web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.rpod(2), node: "node2"}))
+			fresh.start(web(f, nil), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}, st.EP{IP: f.rpod(2), Node: "node2"}))
 			if diff := cmp.Diff(fresh.state(), e.state()); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
@@ -121,7 +122,7 @@ func TestFailedUpdateKeepsTheOldEndpoints(t *testing.T) {
 	e := newEnv(t, f, envOptions{})
 	e.start(web(f, nil), webSlice(f))
 	e.hns.FailNext(hcntest.OpUpdateLoadBalancer, hcnapi.NewError(hcnapi.KindOther, "boom"))
-	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: f.rpod(2), node: "node2"}))
+	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}, st.EP{IP: f.rpod(2), Node: "node2"}))
 	if err := e.p.SyncNow(); err == nil {
 		t.Fatalf("sync succeeded, want the injected failure")
 	}
@@ -148,9 +149,9 @@ func TestFailedUpdateKeepsTheOldEndpoints(t *testing.T) {
 func TestSharedRemoteEndpoint(t *testing.T) {
 	f := families[1]
 	e := newEnv(t, f, envOptions{})
-	shared := ep{ip: f.rpod(1), node: "node2"}
+	shared := st.EP{IP: f.rpod(1), Node: "node2"}
 	e.start(web(f, nil), webSlice(f, shared), web2(f),
-		makeSlice(f, "ns", "api", "api-1", []discovery.EndpointPort{slicePort("http", 8443, v1.ProtocolTCP)}, shared))
+		st.Slice("ns", "api", "api-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("http", 8443, v1.ProtocolTCP)}, shared))
 	e.p.OnServiceDelete(web(f, nil))
 	e.sync()
 	want := []string{
@@ -172,7 +173,7 @@ func TestDuplicateRemoteEndpointOfALocalIP(t *testing.T) {
 	e := newEnv(t, f, envOptions{})
 	// Windows Server 2019 can leave a remote endpoint with a local pod's IP.
 	e.hns.AddEndpoint(testNetwork, hcnapi.Endpoint{IPs: []string{f.pod(1)}, Remote: true, MAC: mac(f.pod(1))})
-	e.start(web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}))
+	e.start(web(f, nil), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}))
 	want := []string{"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1)}
 	if diff := cmp.Diff(want, e.state()); diff != "" {
 		t.Errorf("state (-want +got):\n%s", diff)
@@ -195,7 +196,7 @@ func TestNewRemoteSubnetIsReadBeforeCreatingAnEndpoint(t *testing.T) {
 				hcnapi.RemoteSubnet{DestinationPrefix: f.remoteSubnet, ProviderAddress: f.otherNode},
 				hcnapi.RemoteSubnet{DestinationPrefix: subnet3, ProviderAddress: node3})
 			e.hns.ResetCalls()
-			e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}, ep{ip: pod3, node: "node3"}))
+			e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}, st.EP{IP: pod3, Node: "node3"}))
 			e.sync()
 			if n := e.hns.Calls()[hcntest.OpGetNetworkByName]; n != 1 {
 				t.Errorf("%d network reads, want 1", n)
@@ -268,7 +269,7 @@ func TestUpdateNotImplementedFallsBackToRecreate(t *testing.T) {
 	feats.ModifyLoadbalancer = false
 	e.hns.SetFeatures(feats)
 	e.hns.ResetCalls()
-	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}))
+	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}))
 	e.sync()
 	want := map[string]int{hcntest.OpUpdateLoadBalancer: 1, hcntest.OpDeleteLoadBalancer: 1, hcntest.OpCreateLoadBalancer: 1, hcntest.OpDeleteEndpoint: 1}
 	if diff := cmp.Diff(want, calls(e.hns)); diff != "" {
@@ -276,7 +277,7 @@ func TestUpdateNotImplementedFallsBackToRecreate(t *testing.T) {
 	}
 	// Not asked again.
 	e.hns.ResetCalls()
-	e.p.OnEndpointSliceUpdate(webSlice(f, ep{ip: f.pod(1), node: testNode}), webSlice(f, ep{ip: f.pod(2), node: testNode}))
+	e.p.OnEndpointSliceUpdate(webSlice(f, st.EP{IP: f.pod(1), Node: testNode}), webSlice(f, st.EP{IP: f.pod(2), Node: testNode}))
 	e.sync()
 	want = map[string]int{hcntest.OpListEndpointsOfNetwork: 1, hcntest.OpDeleteLoadBalancer: 1, hcntest.OpCreateLoadBalancer: 1}
 	if diff := cmp.Diff(want, calls(e.hns)); diff != "" {
@@ -293,7 +294,7 @@ func TestWinProxyOptimizationDisabledRecreates(t *testing.T) {
 	svc := web(f, func(s *v1.Service) { s.Annotations = map[string]string{"winProxyOptimization": "DISABLED"} })
 	e.start(svc, webSlice(f))
 	e.hns.ResetCalls()
-	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}))
+	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}))
 	e.sync()
 	want := map[string]int{hcntest.OpDeleteLoadBalancer: 1, hcntest.OpCreateLoadBalancer: 1, hcntest.OpDeleteEndpoint: 1}
 	if diff := cmp.Diff(want, calls(e.hns)); diff != "" {
@@ -394,15 +395,15 @@ func TestHNSNotRunning(t *testing.T) {
 }
 
 func web2(f fam) *v1.Service {
-	return makeService("ns", "api", func(s *v1.Service) {
+	return st.NewService("ns", "api", func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(2)
-		s.Spec.Ports = []v1.ServicePort{svcPort("http", 443, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("http", 443, v1.ProtocolTCP, 0)}
 	})
 }
 
 func webSlice2(f fam) *discovery.EndpointSlice {
-	return makeSlice(f, "ns", "api", "api-1", []discovery.EndpointPort{slicePort("http", 8443, v1.ProtocolTCP)},
-		ep{ip: f.pod(3), node: testNode}, ep{ip: f.rpod(3), node: "node2"})
+	return st.Slice("ns", "api", "api-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("http", 8443, v1.ProtocolTCP)},
+		st.EP{IP: f.pod(3), Node: testNode}, st.EP{IP: f.rpod(3), Node: "node2"})
 }
 
 func addLocalPods(e *env) {
@@ -474,11 +475,11 @@ func TestStaleLoadBalancersAreRetriedBounded(t *testing.T) {
 	e := newEnv(t, f, envOptions{})
 	var objs []any
 	for i := range 25 {
-		objs = append(objs, makeService("ns", fmt.Sprintf("s%d", i), func(s *v1.Service) {
+		objs = append(objs, st.NewService("ns", fmt.Sprintf("s%d", i), func(s *v1.Service) {
 			s.Spec.ClusterIP = f.svc(10 + i)
-			s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
-		}), makeSlice(f, "ns", fmt.Sprintf("s%d", i), "sl", []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)},
-			ep{ip: f.pod(1), node: testNode}))
+			s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 0)}
+		}), st.Slice("ns", fmt.Sprintf("s%d", i), "sl", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP)},
+			st.EP{IP: f.pod(1), Node: testNode}))
 	}
 	e.start(objs...)
 	// Every deletion fails twice (the attempt and upstream's one retry), and
@@ -534,7 +535,7 @@ func TestCreateAndUpdateFailureMetrics(t *testing.T) {
 	before := updateFailures()
 	// The first update goes through, the second fails.
 	e.hns.FailNext(hcntest.OpUpdateLoadBalancer, nil, hcnapi.NewError(hcnapi.KindInvalidIP, "bad ip"))
-	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(1), node: testNode}))
+	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}))
 	err := e.p.SyncNow()
 	if err == nil {
 		t.Fatalf("sync succeeded, want the injected update failure")
@@ -545,7 +546,7 @@ func TestCreateAndUpdateFailureMetrics(t *testing.T) {
 	// The retry (a full sync) converges.
 	e.sync()
 	fresh := newEnv(t, f, envOptions{})
-	fresh.start(web(f, func(s *v1.Service) { exposed(f, s) }), webSlice(f, ep{ip: f.pod(1), node: testNode}))
+	fresh.start(web(f, func(s *v1.Service) { exposed(f, s) }), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}))
 	if diff := cmp.Diff(fresh.state(), e.state()); diff != "" {
 		t.Errorf("after the retry (-want +got):\n%s", diff)
 	}
@@ -603,21 +604,21 @@ func TestOneEndpointChangeAt10kServicesTouchesOneService(t *testing.T) {
 // svcN and sliceN build the scale tests' Services: the i-th cluster IP,
 // eps remote pods of its own; changed replaces the last one.
 func svcN(f fam, i int) *v1.Service {
-	return makeService("ns", fmt.Sprintf("s%05d", i), func(s *v1.Service) {
+	return st.NewService("ns", fmt.Sprintf("s%05d", i), func(s *v1.Service) {
 		s.Spec.ClusterIP = f.svc(i + 1)
-		s.Spec.Ports = []v1.ServicePort{svcPort("p", 80, v1.ProtocolTCP, 0)}
+		s.Spec.Ports = []v1.ServicePort{st.ServicePort("p", 80, v1.ProtocolTCP, 0)}
 	})
 }
 
 func sliceN(f fam, i, eps int, changed bool) *discovery.EndpointSlice {
-	var list []ep
+	var list []st.EP
 	for j := range eps {
-		list = append(list, ep{ip: f.rpod(i*eps + j), node: "node2"})
+		list = append(list, st.EP{IP: f.rpod(i*eps + j), Node: "node2"})
 	}
 	if changed {
-		list[eps-1].ip = f.rpod(4_000_000 + i)
+		list[eps-1].IP = f.rpod(4_000_000 + i)
 	}
-	return makeSlice(f, "ns", fmt.Sprintf("s%05d", i), "sl", []discovery.EndpointPort{slicePort("p", 8080, v1.ProtocolTCP)}, list...)
+	return st.Slice("ns", fmt.Sprintf("s%05d", i), "sl", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("p", 8080, v1.ProtocolTCP)}, list...)
 }
 
 func TestSyncLatencyIsRecorded(t *testing.T) {
@@ -632,7 +633,7 @@ func TestSyncLatencyIsRecorded(t *testing.T) {
 	before := count()
 	e := newEnv(t, f, envOptions{})
 	e.start(web(f, nil), webSlice(f))
-	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, ep{ip: f.pod(2), node: testNode}))
+	e.p.OnEndpointSliceUpdate(webSlice(f), webSlice(f, st.EP{IP: f.pod(2), Node: testNode}))
 	e.sync()
 	if got := count(); got != before+2 {
 		t.Errorf("sync_proxy_rules_duration_seconds count = %d, want %d", got, before+2)
@@ -645,8 +646,8 @@ func TestSyncLatencyIsRecorded(t *testing.T) {
 func TestSameAddressLocalForOneServiceRemoteForAnother(t *testing.T) {
 	f := families[0]
 	e := newEnv(t, f, envOptions{})
-	e.start(web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode}), web2(f),
-		makeSlice(f, "ns", "api", "api-1", []discovery.EndpointPort{slicePort("http", 8443, v1.ProtocolTCP)}, ep{ip: f.pod(1), node: "node2"}))
+	e.start(web(f, nil), webSlice(f, st.EP{IP: f.pod(1), Node: testNode}), web2(f),
+		st.Slice("ns", "api", "api-1", st.AddressTypeOf(f.family), []discovery.EndpointPort{st.SlicePort("http", 8443, v1.ProtocolTCP)}, st.EP{IP: f.pod(1), Node: "node2"}))
 	want := []string{
 		"LB " + f.svc(1) + " 80/TCP->8080 eps=" + f.pod(1),
 		"LB " + f.svc(2) + " 443/TCP->8443 eps=" + f.pod(1),
@@ -669,7 +670,7 @@ func TestTopologyHints(t *testing.T) {
 	for _, f := range families {
 		t.Run(string(f.family), func(t *testing.T) {
 			e := newEnv(t, f, envOptions{})
-			e.start(web(f, nil), webSlice(f, ep{ip: f.pod(1), node: testNode, zones: []string{"a"}}, ep{ip: f.rpod(1), node: "node2", zones: []string{"b"}}))
+			e.start(web(f, nil), webSlice(f, st.EP{IP: f.pod(1), Node: testNode, Zones: []string{"a"}}, st.EP{IP: f.rpod(1), Node: "node2", Zones: []string{"b"}}))
 			if got := e.state()[0]; !strings.Contains(got, sortedIPs(f.pod(1), f.rpod(1))) {
 				t.Errorf("before the zone is known: %s", got)
 			}

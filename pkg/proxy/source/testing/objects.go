@@ -3,12 +3,14 @@
 // library. The objects are complete enough for the brain: cluster IPs, families, ports and
 // conditions are set the way the API server would default them.
 //
+// The module's proxiers build their test fixtures here too (fixtures.go: objects stated
+// field by field, for tests that feed odd ones), and sub-package behaviour holds the one
+// behaviour table they all run.
+//
 // Allowed imports: the standard library and k8s.io/{api,apimachinery,utils}.
 package testing
 
 import (
-	"net/netip"
-
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,25 +20,8 @@ import (
 // Service returns a ClusterIP Service with one TCP port named "http" (port 80, target
 // 8080) on each of clusterIPs, then applies every mutate in order.
 func Service(namespace, name string, clusterIPs []string, mutate ...func(*v1.Service)) *v1.Service {
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: "1"},
-		Spec: v1.ServiceSpec{
-			Type:            v1.ServiceTypeClusterIP,
-			SessionAffinity: v1.ServiceAffinityNone,
-			Ports:           []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
-		},
-	}
-	if len(clusterIPs) > 0 {
-		svc.Spec.ClusterIP = clusterIPs[0]
-		svc.Spec.ClusterIPs = append([]string(nil), clusterIPs...)
-		for _, ip := range clusterIPs {
-			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() {
-				svc.Spec.IPFamilies = append(svc.Spec.IPFamilies, v1.IPv6Protocol)
-			} else {
-				svc.Spec.IPFamilies = append(svc.Spec.IPFamilies, v1.IPv4Protocol)
-			}
-		}
-	}
+	svc := NewService(namespace, name, ClusterIPs(clusterIPs...), Ports(v1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}))
+	svc.ResourceVersion = "1"
 	for _, m := range mutate {
 		m(svc)
 	}
@@ -98,13 +83,7 @@ func ExternalIPs(ips ...string) func(*v1.Service) {
 // Endpoint returns a ready, serving, non-terminating endpoint at ip on node (empty for
 // none), then applies mutate.
 func Endpoint(ip, node string, mutate ...func(*discovery.Endpoint)) discovery.Endpoint {
-	ep := discovery.Endpoint{
-		Addresses:  []string{ip},
-		Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
-	}
-	if node != "" {
-		ep.NodeName = ptr.To(node)
-	}
+	ep := EP{IP: ip, Node: node}.Endpoint()
 	for _, m := range mutate {
 		m(&ep)
 	}
@@ -142,19 +121,14 @@ func Zone(zone string, hints bool) func(*discovery.Endpoint) {
 func EndpointSlice(namespace, service, sliceName, portName string, port int32, endpoints ...discovery.Endpoint) *discovery.EndpointSlice {
 	at := discovery.AddressTypeIPv4
 	if len(endpoints) > 0 && len(endpoints[0].Addresses) > 0 {
-		if a, err := netip.ParseAddr(endpoints[0].Addresses[0]); err == nil && a.Is6() {
-			at = discovery.AddressTypeIPv6
-		}
+		at = AddressTypeOf(FamilyOf(endpoints[0].Addresses[0]))
 	}
-	return &discovery.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace, Name: sliceName, ResourceVersion: "1",
-			Labels: map[string]string{discovery.LabelServiceName: service},
-		},
-		AddressType: at,
-		Ports:       []discovery.EndpointPort{{Name: ptr.To(portName), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To(port)}},
-		Endpoints:   endpoints,
-	}
+	s := NewSlice(namespace, service, sliceName, at, func(s *discovery.EndpointSlice) {
+		s.Ports = []discovery.EndpointPort{SlicePort(portName, port, v1.ProtocolTCP)}
+		s.Endpoints = endpoints
+	})
+	s.ResourceVersion = "1"
+	return s
 }
 
 // Node returns a Node named name in zone (no zone label when empty).
