@@ -26,10 +26,11 @@ var (
 
 // ValidServicePort leaves out service ports no rule can be written for
 // (newServiceInfo said why). The Shell has already left out what no backend
-// can program and anything newServiceInfo did not make, so svc is ours.
+// can program and anything newServiceInfo did not make, so svc is ours (the
+// checked assertion only keeps a direct caller from panicking).
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	if why := svc.(*servicePortInfo).invalid; why != "" {
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", why)
+	if info, ok := svc.(*servicePortInfo); ok && info.invalid != "" {
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", info.invalid)
 		return false
 	}
 	return true
