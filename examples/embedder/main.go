@@ -25,6 +25,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/nftables"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 )
 
 const nodeName = "node-1"
@@ -52,9 +53,9 @@ func run(ctx context.Context, out io.Writer) error {
 	nft := knftables.NewFake(knftables.IPv4Family, "kube-proxy")
 	p, err := nftables.NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, nil, nodeName, net.ParseIP("192.0.2.10"), nil, nil, false,
 		nftables.WithNFTables(nft),
-		nftables.WithConntrack(conntrack.NewFake()),
-		nftables.WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()),
-		nftables.WithSyncHook(func(r syncshell.SyncResult) { synced <- r }),
+		proxieropts.WithConntrack(conntrack.NewFake()),
+		proxieropts.WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()),
+		proxieropts.WithSyncHook(func(r syncshell.SyncResult) { synced <- r }),
 	)
 	if err != nil {
 		return fmt.Errorf("building the proxier: %w", err)

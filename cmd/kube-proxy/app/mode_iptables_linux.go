@@ -9,23 +9,12 @@ import (
 	utilsysctl "k8s.io/net-utils/sysctl"
 
 	"k8s.io/kube-proxy/pkg/proxy"
-	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/iptables"
 )
 
-func init() {
-	proxierModes[kubeproxyconfig.ProxyModeIPTables] = proxierMode{dryRunKind: "iptables-restore input", newProxier: newIPTablesProxier}
-}
-
 func newIPTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error) {
 	var ipt utiliptables.Interface
-	var opts []iptables.Option
-	if f.dryRun != nil {
-		opts = append(opts, iptables.WithDryRun(f.dryRun))
-		if f.nodeAddrs != nil {
-			opts = append(opts, iptables.WithNetworkInterfacer(f.nodeAddrs))
-		}
-	} else {
+	if f.dryRun == nil {
 		// platformCheckSupported found this family's iptables present.
 		var err error
 		if ipt, err = s.iptablesFor(ctx, f.family); err != nil {
@@ -33,5 +22,5 @@ func newIPTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (pro
 		}
 	}
 	return asProvider(iptables.NewProxierWithOptions(ctx, s.Config, f.family, ipt, utilsysctl.New(),
-		f.localDetector, s.NodeName, f.nodeIP, s.Recorder, s.HealthzServer, f.initOnly, opts...))
+		f.localDetector, s.NodeName, f.nodeIP, s.Recorder, s.HealthzServer, f.initOnly, f.dryRunOptions()...))
 }

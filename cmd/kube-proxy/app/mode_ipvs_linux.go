@@ -21,10 +21,6 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/ipvs"
 )
 
-func init() {
-	proxierModes[kubeproxyconfig.ProxyModeIPVS] = proxierMode{dryRunKind: ipvsDryRunKind, newProxier: newIPVSProxier, checkAvailable: checkIPVSAvailable}
-}
-
 // ipvsDeprecationMessage is upstream 1.37's wording, logged and sent as the
 // IPVSDeprecation event.
 const ipvsDeprecationMessage = "The ipvs proxier has been deprecated and will be disabled by default in Kubernetes 1.40 and removed in Kubernetes 1.43. Migrate to the 'nftables' proxier instead."
@@ -81,7 +77,7 @@ func newIPVSProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.P
 }
 
 // ipvsDryRunKind names what an ipvs dry run prints: the planned state in
-// the formats of the tools an operator reads it with (ipvs.WithDryRun).
+// the formats of the tools an operator reads it with (proxieropts.WithDryRun in ipvs mode).
 const ipvsDryRunKind = "planned state: ip addr, ipvsadm-save -n, ipset save, iptables-save"
 
 // newIPVSDryRunProxier builds an ipvs proxier that programs net-utils'
@@ -96,10 +92,6 @@ func newIPVSDryRunProxier(ctx context.Context, s *ProxyServer, f familySetup) (p
 	if f.family == v1.IPv6Protocol {
 		ipt = iptablestest.NewIPv6Fake()
 	}
-	opts := []ipvs.Option{ipvs.WithDryRun(f.dryRun)}
-	if f.nodeAddrs != nil {
-		opts = append(opts, ipvs.WithNetworkInterfacer(f.nodeAddrs))
-	}
 	return asProvider(ipvs.NewProxierWithOptions(ctx, s.Config, f.family, ipt, ipvstest.NewFake(), ipsettest.NewFake(ipvs.MinIPSetCheckVersion),
-		sysctltest.NewFake(), f.localDetector, s.NodeName, f.nodeIP, nil, nil, false, opts...))
+		sysctltest.NewFake(), f.localDetector, s.NodeName, f.nodeIP, nil, nil, false, f.dryRunOptions()...))
 }

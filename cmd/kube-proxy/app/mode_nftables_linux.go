@@ -6,23 +6,13 @@ import (
 	"context"
 
 	"k8s.io/kube-proxy/pkg/proxy"
-	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/nftables"
 )
 
-func init() {
-	proxierModes[kubeproxyconfig.ProxyModeNFTables] = proxierMode{dryRunKind: "nft script", newProxier: newNFTablesProxier}
-}
-
+// newNFTablesProxier builds the nftables proxier of one family. A dry run
+// gets the same arguments: the proxier itself then reports to no healthz and
+// opens no health check listener, and --init-only cannot accompany it.
 func newNFTablesProxier(ctx context.Context, s *ProxyServer, f familySetup) (proxy.Provider, error) {
-	if f.dryRun != nil {
-		opts := []nftables.Option{nftables.WithDryRun(f.dryRun)}
-		if f.nodeAddrs != nil {
-			opts = append(opts, nftables.WithNetworkInterfacer(f.nodeAddrs))
-		}
-		return asProvider(nftables.NewProxierWithOptions(ctx, s.Config, f.family, f.localDetector, s.NodeName, f.nodeIP,
-			nil, nil, false, opts...))
-	}
-	return asProvider(nftables.NewProxier(ctx, s.Config, f.family, f.localDetector, s.NodeName, f.nodeIP,
-		s.Recorder, s.HealthzServer, f.initOnly))
+	return asProvider(nftables.NewProxierWithOptions(ctx, s.Config, f.family, f.localDetector, s.NodeName, f.nodeIP,
+		s.Recorder, s.HealthzServer, f.initOnly, f.dryRunOptions()...))
 }

@@ -22,7 +22,7 @@ import (
 const ipvsDummyDevice = "kube-ipvs0"
 
 // parseIPVSDryRun reads one family's planned state from an ipvs dry run
-// (ipvs.WithDryRun): its "# ip addr", "# ipvsadm-save -n", "# ipset save"
+// (proxieropts.WithDryRun in ipvs mode): its "# ip addr", "# ipvsadm-save -n", "# ipset save"
 // and "# iptables-save" sections.
 func parseIPVSDryRun(text string) (*trace.IPVS, error) {
 	sections := map[string]*strings.Builder{}

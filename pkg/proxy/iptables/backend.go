@@ -4,7 +4,6 @@ package iptables
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
 	"time"
@@ -21,36 +20,20 @@ import (
 type rulesBackend Proxier
 
 var (
-	_ syncshell.Backend   = &rulesBackend{}
-	_ syncshell.Validator = &rulesBackend{}
+	_ syncshell.Backend              = &rulesBackend{}
+	_ syncshell.ServicePortValidator = &rulesBackend{}
 )
 
-// ValidServicePort leaves out service ports no rule can be written for.
+// ValidServicePort leaves out service ports no rule can be written for
+// (newServiceInfo said why). The Shell has already left out what no backend
+// can program and anything newServiceInfo did not make, so svc is ours (the
+// checked assertion only keeps a direct caller from panicking).
 func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	var why string
-	if info, ok := svc.(*servicePortInfo); !ok {
-		why = fmt.Sprintf("unexpected type %T", svc)
-	} else {
-		why = info.invalid
-	}
-	if why != "" {
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", why)
+	if info, ok := svc.(*servicePortInfo); ok && info.invalid != "" {
+		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", info.invalid)
 		return false
 	}
 	return true
-}
-
-// ValidEndpoint leaves out endpoints no rule can be written for. The
-// tracker's own endpoints are valid by construction (it parses every
-// address and range-checks every port), so a type check is all a full sync
-// pays per endpoint; other types are refused, since the generator reuses
-// what it derived from an endpoint for as long as the very same value stays.
-func (b *rulesBackend) ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	if _, ok := ep.(*proxy.BaseEndpointInfo); ok {
-		return true
-	}
-	b.logger.Error(nil, "Skipping endpoint of unexpected type", "servicePortName", name.String(), "endpoint", ep.String(), "type", fmt.Sprintf("%T", ep))
-	return false
 }
 
 // Sync, upstream's syncProxyRules, is the only place rules are written

@@ -25,6 +25,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utiliptables "k8s.io/net-utils/iptables"
 	sysctltest "k8s.io/net-utils/sysctl/testing"
@@ -521,7 +522,7 @@ func TestDryRun(t *testing.T) {
 	sc := sysctltest.NewFake()
 	_, ctx := ktesting.NewTestContext(t)
 	p, err := NewProxierWithOptions(ctx, newTestConfig(envConfig{}), f.family, nil, sc,
-		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false, WithDryRun(&out))
+		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false, proxieropts.WithDryRun(&out))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
 	utiliptables "k8s.io/net-utils/iptables"
@@ -83,8 +84,8 @@ func benchProxierNFAcct(b testing.TB, ipt utiliptables.Interface, n, eps int, nf
 	cfg := newTestConfig(envConfig{})
 	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, ipt, sysctltest.NewFake(),
 		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false,
-		WithConntrack(conntrack.NewFake()), WithNFAcct(nfa), WithServiceHealthServer(&recordingHealthServer{}),
-		WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
+		proxieropts.WithConntrack(conntrack.NewFake()), WithNFAcct(nfa), proxieropts.WithServiceHealthServer(&recordingHealthServer{}),
+		proxieropts.WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
 	if err != nil {
 		b.Fatal(err)
 	}

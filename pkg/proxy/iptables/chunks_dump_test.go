@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utiliptables "k8s.io/net-utils/iptables"
 	sysctltest "k8s.io/net-utils/sysctl/testing"
@@ -76,8 +77,8 @@ func benchProxierShape(b testing.TB, ipt utiliptables.Interface, n, eps int) (*P
 	cfg := newTestConfig(envConfig{})
 	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, ipt, sysctltest.NewFake(),
 		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false,
-		WithConntrack(conntrack.NewFake()), WithNFAcct(nil), WithServiceHealthServer(&recordingHealthServer{}),
-		WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
+		proxieropts.WithConntrack(conntrack.NewFake()), WithNFAcct(nil), proxieropts.WithServiceHealthServer(&recordingHealthServer{}),
+		proxieropts.WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
 	if err != nil {
 		b.Fatal(err)
 	}

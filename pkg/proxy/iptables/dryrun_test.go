@@ -14,6 +14,7 @@ import (
 
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	sysctltest "k8s.io/net-utils/sysctl/testing"
 )
@@ -25,7 +26,7 @@ func newDryRunProxier(t testing.TB, f fam, cfg envConfig, out *bytes.Buffer) (*P
 	sc := sysctltest.NewFake()
 	_, ctx := ktesting.NewTestContext(t)
 	p, err := NewProxierWithOptions(ctx, newTestConfig(cfg), f.family, nil, sc,
-		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false, WithDryRun(out))
+		proxyutil.NewDetectLocalByCIDR(f.clusterCIDR), testNodeName, nil, nil, nil, false, proxieropts.WithDryRun(out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +138,8 @@ func TestWithSyncHook(t *testing.T) {
 	var out bytes.Buffer
 	_, ctx := ktesting.NewTestContext(t)
 	p, err := NewProxierWithOptions(ctx, newTestConfig(envConfig{}), f.family, nil, sysctltest.NewFake(),
-		nil, testNodeName, nil, nil, nil, false, WithDryRun(&out),
-		WithSyncHook(func(r syncshell.SyncResult) { results = append(results, r) }))
+		nil, testNodeName, nil, nil, nil, false, proxieropts.WithDryRun(&out),
+		proxieropts.WithSyncHook(func(r syncshell.SyncResult) { results = append(results, r) }))
 	if err != nil {
 		t.Fatal(err)
 	}

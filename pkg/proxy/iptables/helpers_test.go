@@ -19,6 +19,7 @@ import (
 
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	"k8s.io/kube-proxy/pkg/proxy/util/nfacct"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
@@ -211,7 +212,7 @@ func newTestEnv(t testing.TB, f fam, cfg envConfig) *testEnv {
 		nfa = env.nfacct
 	}
 	p, err := NewProxierWithOptions(ctx, config, f.family, &countingIPT{FakeIPTables: ipt, env: env}, sc, det, testNodeName, net.ParseIP(f.node), nil, cfg.healthz, false,
-		WithConntrack(env.ct), WithNFAcct(nfa), WithServiceHealthServer(env.hc), WithNetworkInterfacer(nw), WithoutMonitor())
+		proxieropts.WithConntrack(env.ct), WithNFAcct(nfa), proxieropts.WithServiceHealthServer(env.hc), proxieropts.WithNetworkInterfacer(nw), WithoutMonitor())
 	if err != nil {
 		t.Fatalf("NewProxier: %v", err)
 	}

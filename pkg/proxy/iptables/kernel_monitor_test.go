@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utiliptables "k8s.io/net-utils/iptables"
 	sysctltest "k8s.io/net-utils/sysctl/testing"
@@ -60,8 +61,8 @@ func TestKernelCanaryMonitor(t *testing.T) {
 		cfg.SyncPeriod = metav1.Duration{Duration: 100 * time.Millisecond} // the Monitor's poll interval
 		p, err := NewProxierWithOptions(ctx, cfg, f.family, ipt, sysctltest.NewFake(), proxyutil.NewDetectLocalByCIDR(f.clusterCIDR),
 			testNodeName, net.ParseIP(f.node), nil, nil, false,
-			WithConntrack(conntrack.NewFake()), WithNFAcct(nil), WithServiceHealthServer(&recordingHealthServer{}),
-			WithNetworkInterfacer(testNetwork(f)), WithStopCh(stop))
+			proxieropts.WithConntrack(conntrack.NewFake()), WithNFAcct(nil), proxieropts.WithServiceHealthServer(&recordingHealthServer{}),
+			proxieropts.WithNetworkInterfacer(testNetwork(f)), WithStopCh(stop))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	conntracktest "k8s.io/net-utils/conntrack/testing"
 	utiliptables "k8s.io/net-utils/iptables"
@@ -153,7 +154,7 @@ func kernelProxier(t testing.TB, f fam, ipt utiliptables.Interface) *testEnv {
 	det := proxyutil.NewDetectLocalByCIDR(f.clusterCIDR)
 	env := &testEnv{f: f, sysctl: sysctltest.NewFake(), ct: conntracktest.NewFake(), hc: &recordingHealthServer{}, ctx: ctx}
 	p, err := NewProxierWithOptions(ctx, cfg, f.family, ipt, env.sysctl, det, testNodeName, net.ParseIP(f.node), nil, nil, false,
-		WithConntrack(env.ct), WithNFAcct(nil), WithServiceHealthServer(env.hc), WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
+		proxieropts.WithConntrack(env.ct), WithNFAcct(nil), proxieropts.WithServiceHealthServer(env.hc), proxieropts.WithNetworkInterfacer(testNetwork(f)), WithoutMonitor())
 	if err != nil {
 		t.Fatal(err)
 	}

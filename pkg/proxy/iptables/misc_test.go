@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	conntracktest "k8s.io/net-utils/conntrack/testing"
 	utiliptables "k8s.io/net-utils/iptables"
@@ -82,7 +83,7 @@ func TestNewDualStackProxier(t *testing.T) {
 	}
 
 	p, err = NewDualStackProxierWithOptions(ctx, cfg, ipts, sc, dets, testNodeName, ips, nil, nil, false,
-		WithoutMonitor(), WithNFAcct(nil), WithServiceHealthServer(&recordingHealthServer{}), WithConntrack(conntracktest.NewFake()))
+		WithoutMonitor(), WithNFAcct(nil), proxieropts.WithServiceHealthServer(&recordingHealthServer{}), proxieropts.WithConntrack(conntracktest.NewFake()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,11 @@ import (
 
 	"k8s.io/kube-proxy/pkg/proxy"
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
-	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
 	utiliptables "k8s.io/net-utils/iptables"
@@ -143,9 +143,9 @@ func NewProxierWithOptions(ctx context.Context,
 	opts ...Option,
 ) (*Proxier, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	var o options
-	for _, opt := range opts {
-		opt(&o)
+	o, err := proxieropts.Collect[ownOptions](opts)
+	if err != nil {
+		return nil, fmt.Errorf("iptables proxier (%s): %w", ipFamily, err)
 	}
 	if err := proxierargs.Check("iptables", config, ipFamily); err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func NewProxierWithOptions(ctx context.Context,
 	if err != nil {
 		return nil, err
 	}
-	o.complete(ipFamily, nodeName, recorder, healthzServer, host.nodePortAddresses, logger)
+	completeOptions(&o, ipFamily, nodeName, recorder, healthzServer, host.nodePortAddresses, logger)
 	kernel := ipt
 	if o.DryRun != nil {
 		kernel = newDryRunIPTables(ipFamily, o.DryRun)
@@ -175,7 +175,7 @@ func NewProxierWithOptions(ctx context.Context,
 		gen:               gen,
 		view:              newView(),
 		local:             localnode.NewComputer(localnode.Family(ipFamily)),
-		syncer:            &syncer{ipt: kernel, nfacct: o.nfacct, family: string(ipFamily), logger: logger},
+		syncer:            &syncer{ipt: kernel, nfacct: o.Own.nfacct, family: string(ipFamily), logger: logger},
 		nodePortAddresses: host.nodePortAddresses,
 		networkInterfacer: o.NetworkInterfacer,
 		logger:            logger,
@@ -187,21 +187,14 @@ func NewProxierWithOptions(ctx context.Context,
 	// canary Monitor stays: it notices a whole table flushed (a firewall
 	// reload) within its poll interval without reading the tables. A dry
 	// run has no kernel to compare with.
-	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, o.ServiceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
-	shellOpts.MakeServicePort = newServiceInfo
-	if o.DryRun == nil {
-		shellOpts.CheckInterval = shellOpts.RetryInterval
+	if p.Shell, err = o.NewShell(ctx, syncshell.ProxierShell{Mode: "iptables", Family: ipFamily, NodeName: nodeName, Config: config,
+		Healthz: healthzServer, MakeServicePort: newServiceInfo, CheckRules: o.DryRun == nil, Logger: logger}, (*rulesBackend)(p)); err != nil {
+		return nil, err
 	}
-	shellOpts.Logger, shellOpts.OnSync = &logger, o.SyncHook
-	p.syncPeriod = shellOpts.RetryInterval
-	logger.V(2).Info("Iptables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", p.syncPeriod, "maxSyncPeriod", shellOpts.MaxInterval)
-	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
-		return nil, fmt.Errorf("iptables proxier (%s): %w", ipFamily, err)
-	}
+	p.syncPeriod = p.Shell.RetryInterval()
 
-	if o.DryRun == nil && !o.noMonitor {
-		stop := o.stopCh
+	if o.DryRun == nil && !o.Own.noMonitor {
+		stop := o.Own.stopCh
 		if stop == nil {
 			stop = wait.NeverStop
 		}

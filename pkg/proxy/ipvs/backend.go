@@ -29,10 +29,10 @@ import (
 // so that its Sync does not clash with Provider's Sync.
 type rulesBackend Proxier
 
-var (
-	_ syncshell.Backend   = &rulesBackend{}
-	_ syncshell.Validator = &rulesBackend{}
-)
+// The Shell leaves out what no backend can program and any service port
+// newServiceInfo did not make, which is all ipvs would refuse: it needs no
+// syncshell.Validator.
+var _ syncshell.Backend = &rulesBackend{}
 
 // Sync implements syncshell.Backend.
 func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell.Outcome, error) {
@@ -45,20 +45,6 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 	}
 	return out, err
 }
-
-// ValidServicePort leaves out service ports of a foreign type: the proxier reads
-// its own servicePortInfo (the shell has already left out what no backend can
-// program).
-func (b *rulesBackend) ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	if _, ok := svc.(*servicePortInfo); !ok {
-		b.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", fmt.Sprintf("unexpected type %T", svc))
-		return false
-	}
-	return true
-}
-
-// ValidEndpoint accepts every endpoint the shell let through.
-func (b *rulesBackend) ValidEndpoint(proxy.ServicePortName, proxy.Endpoint) bool { return true }
 
 func endpointKey(ep proxy.Endpoint) (rsKey, error) {
 	a, err := netip.ParseAddr(ep.IP())

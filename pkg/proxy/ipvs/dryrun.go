@@ -16,45 +16,29 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
-	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
-	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 	utilipvs "k8s.io/net-utils/ipvs"
 )
 
-// Option customizes a Proxier built by NewProxierWithOptions. The names and
-// meanings are those of the iptables and nftables proxiers' options.
-type Option func(*deps)
-
-// WithDryRun makes the proxier touch nothing on the host and write, after
-// every sync that changed something, the whole state it has planned to w:
-// the addresses bound to kube-ipvs0 (as `ip addr add` lines), the IPVS table
-// (`ipvsadm-save -n`), the ip sets (`ipset save`) and the iptables rules
-// (`iptables-save`), each section under a "# " header line. IPVS state is
-// kernel state, not a script, so the caller passes in-memory ipt, ipvs and
-// ipset handles (net-utils' fakes) that the sync programs and the output is
-// read back from; the kube-ipvs0 interface is kept in memory, the host's
-// sysctls and IPVS timeouts are left alone, no conntrack entry is cleaned
-// and the per-service health checks are faked. This is what
+// Option customizes a Proxier built by NewProxierWithOptions: the options
+// every proxier shares (proxieropts.WithDryRun, WithConntrack,
+// WithServiceHealthServer, WithNetworkInterfacer, WithSyncHook).
+//
+// With proxieropts.WithDryRun the proxier touches nothing on the host and
+// writes, after every sync that changed something, the whole state it has
+// planned: the addresses bound to kube-ipvs0 (as `ip addr add` lines), the
+// IPVS table (`ipvsadm-save -n`), the ip sets (`ipset save`) and the
+// iptables rules (`iptables-save`), each section under a "# " header line.
+// IPVS state is kernel state, not a script, so the caller passes in-memory
+// ipt, ipvs and ipset handles (net-utils' fakes) that the sync programs and
+// the output is read back from; the kube-ipvs0 interface is kept in memory,
+// the host's sysctls and IPVS timeouts are left alone, no conntrack entry is
+// cleaned and the per-service health checks are faked. This is what
 // `kube-proxy --dry-run --proxy-mode ipvs` uses.
-func WithDryRun(w io.Writer) Option { return func(d *deps) { d.DryRun = w } }
-
-// WithNetworkInterfacer replaces the source of the node's addresses (for
-// NodePorts and the node's own virtual servers).
-func WithNetworkInterfacer(n proxyutil.NetworkInterfacer) Option {
-	return func(d *deps) { d.NetworkInterfacer = n }
-}
-
-// WithServiceHealthServer replaces the per-service health check server.
-func WithServiceHealthServer(s healthcheck.ServiceHealthServer) Option {
-	return func(d *deps) { d.ServiceHealthServer = s }
-}
-
-// WithSyncHook calls fn after every sync, on the syncing goroutine; fn must
-// not block.
-func WithSyncHook(fn func(syncshell.SyncResult)) Option { return func(d *deps) { d.SyncHook = fn } }
+type Option = proxieropts.Option
 
 // dryRunDeps fills in the stand-ins a dry run uses for what NewProxier
 // would take from the host.

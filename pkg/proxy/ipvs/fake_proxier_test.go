@@ -22,6 +22,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	ipvstesting "k8s.io/kube-proxy/pkg/proxy/ipvs/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 	ipsettest "k8s.io/net-utils/ipset/testing"
@@ -182,4 +183,9 @@ func syncAll(t testing.TB, p *Proxier) {
 
 // withDeps replaces every dependency NewProxierWithOptions takes from the
 // host with d: the fakes a test builds.
-func withDeps(d deps) Option { return func(x *deps) { *x = d } }
+func withDeps(d deps) Option {
+	return func(o *proxieropts.Options) {
+		o.HostOptions, o.Conntrack = d.HostOptions, d.conntrack
+		proxieropts.Set(func(x *deps) { *x = d })(o)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	utilkernel "k8s.io/kube-proxy/pkg/proxy/util/kernel"
 	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
@@ -119,7 +120,8 @@ func NewProxier(
 
 // deps are what NewProxier takes from the host and tests replace. The
 // options every mode shares (service health server, network interfacer,
-// sync hook, dry run) get the shared defaults.
+// sync hook, dry run, conntrack) are copied in from proxieropts.Options
+// and get the shared defaults.
 type deps struct {
 	syncshell.HostOptions
 	netlink       NetLinkHandle
@@ -148,10 +150,12 @@ func NewProxierWithOptions(
 	initOnly bool,
 	opts ...Option,
 ) (*Proxier, error) {
-	var d deps
-	for _, o := range opts {
-		o(&d)
+	c, err := proxieropts.Collect[deps](opts)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)
 	}
+	d := c.Own
+	d.HostOptions, d.conntrack = c.HostOptions, c.Conntrack
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
 	if err := proxierargs.Check("ipvs", config, ipFamily); err != nil {
 		return nil, err
@@ -240,21 +244,18 @@ func NewProxierWithOptions(
 	}
 
 	// As upstream, syncPeriod is both the retry interval and the longest
-	// time between syncs; the shell adds the hourly full sync.
-	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, d.ServiceHealthServer, conntrack.StaleEntriesCleaner(d.conntrack, ipFamily))
-	shellOpts.MakeServicePort = newServiceInfo
-	shellOpts.Logger, shellOpts.OnSync = &logger, d.SyncHook
-	// Upstream rewrote everything every syncPeriod; here partial syncs
-	// leave what did not change alone, and once per syncPeriod Drift
-	// (check.go) compares everything programmed with the kernel, turning
-	// that sync into a full one, which repairs it, when anything differs.
-	shellOpts.CheckInterval = shellOpts.RetryInterval
-	p.retryInterval = shellOpts.RetryInterval
-	logger.V(2).Info("ipvs sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
-	if p.Shell, err = syncshell.New(ctx, shellOpts, (*rulesBackend)(p)); err != nil {
-		return nil, fmt.Errorf("ipvs proxier (%s): %w", ipFamily, err)
+	// time between syncs; the shell adds the hourly full sync. Upstream
+	// rewrote everything every syncPeriod; here partial syncs leave what did
+	// not change alone, and once per syncPeriod Drift (check.go) compares
+	// everything programmed with the kernel, turning that sync into a full
+	// one, which repairs it, when anything differs.
+	// The shell sees the defaults filled in above.
+	shared := proxieropts.Options{HostOptions: d.HostOptions, Conntrack: d.conntrack}
+	if p.Shell, err = shared.NewShell(ctx, syncshell.ProxierShell{Mode: "ipvs", Family: ipFamily, NodeName: nodeName, Config: config,
+		Healthz: healthzServer, MakeServicePort: newServiceInfo, CheckRules: true, Logger: logger}, (*rulesBackend)(p)); err != nil {
+		return nil, err
 	}
+	p.retryInterval = p.Shell.RetryInterval()
 	if !d.noGracefulLoop {
 		p.gtm.Run()
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 )
@@ -76,8 +77,8 @@ func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
 	nw := proxyutiltest.NewFakeNetwork()
 	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{&net.IPNet{IP: net.ParseIP("192.168.0.2"), Mask: net.CIDRMask(24, 32)}})
 	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, proxyutil.NewDetectLocalByCIDR("10.0.0.0/8"), testNodeName,
-		net.ParseIP("192.168.0.2"), nil, nil, false, WithNFTables(nft), WithNetworkInterfacer(nw),
-		WithConntrack(conntrack.NewFake()), WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()))
+		net.ParseIP("192.168.0.2"), nil, nil, false, WithNFTables(nft), proxieropts.WithNetworkInterfacer(nw),
+		proxieropts.WithConntrack(conntrack.NewFake()), proxieropts.WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()))
 	if err != nil {
 		b.Fatal(err)
 	}

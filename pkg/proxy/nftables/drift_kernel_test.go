@@ -29,6 +29,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 )
@@ -367,8 +368,8 @@ func realProxier(t *testing.T, tf testFamily, logf func(prefix, args string), on
 	nw.AddInterfaceAddr(&net.Interface{Name: "eth0"}, []net.Addr{&net.IPNet{IP: net.ParseIP(tf.nodeIP), Mask: net.CIDRMask(24, 8*len(net.ParseIP(tf.nodeIP)))}})
 	p, err := NewProxierWithOptions(ctx, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
 		net.ParseIP(tf.nodeIP), nil, nil, false,
-		WithNFTables(nft), WithNetworkInterfacer(nw), WithConntrack(conntrack.NewFake()),
-		WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()), WithSyncHook(onSync))
+		WithNFTables(nft), proxieropts.WithNetworkInterfacer(nw), proxieropts.WithConntrack(conntrack.NewFake()),
+		proxieropts.WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()), proxieropts.WithSyncHook(onSync))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 )
 
@@ -40,9 +41,9 @@ func TestOptionsForEmbedders(t *testing.T) {
 	var mu sync.Mutex
 	var results []syncshell.SyncResult
 	p, err := NewProxierWithOptions(ctx, cfg, tf.family, nil, testNodeName, net.ParseIP(tf.nodeIP), nil, nil, false,
-		WithNFTables(fake), WithConntrack(conntrack.NewFake()), WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()),
-		WithNetworkInterfacer(proxyutiltest.NewFakeNetwork()),
-		WithSyncHook(func(r syncshell.SyncResult) { mu.Lock(); results = append(results, r); mu.Unlock() }))
+		WithNFTables(fake), proxieropts.WithConntrack(conntrack.NewFake()), proxieropts.WithServiceHealthServer(healthcheck.NewFakeServiceHealthServer()),
+		proxieropts.WithNetworkInterfacer(proxyutiltest.NewFakeNetwork()),
+		proxieropts.WithSyncHook(func(r syncshell.SyncResult) { mu.Lock(); results = append(results, r); mu.Unlock() }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestOptionsDryRunAndDualStack(t *testing.T) {
 	cfg := &kubeproxyconfig.KubeProxyConfiguration{}
 	cfg.NFTables.MasqueradeBit = ptr.To[int32](14)
 	var out bytes.Buffer
-	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, nil, testNodeName, net.ParseIP("10.0.0.1"), nil, nil, false, WithDryRun(&out))
+	p, err := NewProxierWithOptions(ctx, cfg, v1.IPv4Protocol, nil, testNodeName, net.ParseIP("10.0.0.1"), nil, nil, false, proxieropts.WithDryRun(&out))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
 )
@@ -61,14 +62,18 @@ func NewDualStackProxierWithOptions(
 	initOnly bool,
 	opts ...Option,
 ) (proxy.Provider, error) {
-	if applyOptions(opts).nft != nil {
+	o, err := proxieropts.Collect[ownOptions](opts)
+	if err != nil {
+		return nil, fmt.Errorf("nftables dual-stack proxier: %w", err)
+	}
+	if o.Own.nft != nil {
 		return nil, fmt.Errorf("nftables: WithNFTables names one family's table; build each family with NewProxierWithOptions")
 	}
 	// Both families' writes move the kernel's one ruleset generation; a
 	// shared ledger keeps each family's drift check from taking the other's
 	// writes for another program's.
 	ledger := newGenLedger()
-	opts = append(slices.Clone(opts), func(o *options) { o.ledger = ledger })
+	opts = append(slices.Clone(opts), proxieropts.Set(func(o *ownOptions) { o.ledger = ledger }))
 	return metaproxier.NewDualStack(initOnly, func(family v1.IPFamily) (*Proxier, error) {
 		return NewProxierWithOptions(ctx, config, family, localDetectors[family], nodeName, nodeIPs[family], recorder, healthzServer, initOnly, opts...)
 	})
@@ -134,9 +139,12 @@ func NewProxierWithOptions(ctx context.Context,
 	if err := proxierargs.Check("nftables", config, ipFamily); err != nil {
 		return nil, err
 	}
-	o := applyOptions(opts)
+	o, err := proxieropts.Collect[ownOptions](opts)
+	if err != nil {
+		return nil, fmt.Errorf("nftables proxier (%s): %w", ipFamily, err)
+	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	nft := o.nft
+	nft := o.Own.nft
 	var elements elementWriter
 	// The drift check reads the host's own table back over netlink.
 	var reader *tableReader
@@ -164,8 +172,8 @@ func NewProxierWithOptions(ctx context.Context,
 		// A dry run touches nothing on the host (no conntrack cleanup) and
 		// reports to no one.
 		healthzServer = nil
-	} else if o.conntrack == nil {
-		o.conntrack = conntrack.New()
+	} else if o.Conntrack == nil {
+		o.Conntrack = conntrack.New()
 	}
 	o.Complete(ipFamily, nodeName, recorder, nodePortAddresses, healthzServer)
 
@@ -206,8 +214,8 @@ func NewProxierWithOptions(ctx context.Context,
 	}, logger)
 	p.syncer.elements = elements
 	p.syncer.driftState.reader = reader
-	if o.ledger != nil {
-		p.syncer.driftState.ledger = o.ledger
+	if o.Own.ledger != nil {
+		p.syncer.driftState.ledger = o.Own.ledger
 	}
 	logger.V(2).Info("Using nftables mark for masquerade", "mark", p.syncer.masqueradeMark())
 	if err := p.syncer.checkEndpointMaps(ctx); err != nil {
@@ -218,22 +226,15 @@ func NewProxierWithOptions(ctx context.Context,
 		metrics.SetNFTablesCounterReader(ipFamily, counterReader{nft: nft})
 	}
 
-	shellOpts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, o.ServiceHealthServer, conntrack.StaleEntriesCleaner(o.conntrack, ipFamily))
-	shellOpts.MakeServicePort = newServiceInfo
 	// Syncs that change nothing make no kernel call, so a change made from
 	// outside would only be noticed at the next full sync; once per
 	// syncPeriod the drift check (drift.go) compares the table with what
 	// was programmed, which costs one netlink request when nothing wrote to
 	// nftables since.
-	shellOpts.CheckInterval = shellOpts.RetryInterval
-	shellOpts.Logger, shellOpts.OnSync = &logger, o.SyncHook
-	logger.V(2).Info("NFTables sync params", "minSyncPeriod", shellOpts.MinInterval, "syncPeriod", shellOpts.RetryInterval, "maxSyncPeriod", shellOpts.MaxInterval)
-	shell, err := syncshell.New(ctx, shellOpts, (*rulesBackend)(p))
-	if err != nil {
-		return nil, fmt.Errorf("nftables proxier (%s): %w", ipFamily, err)
+	if p.Shell, err = o.NewShell(ctx, syncshell.ProxierShell{Mode: "nftables", Family: ipFamily, NodeName: nodeName, Config: config,
+		Healthz: healthzServer, MakeServicePort: newServiceInfo, CheckRules: true, Logger: logger}, (*rulesBackend)(p)); err != nil {
+		return nil, err
 	}
-	p.Shell = shell
 	return p, nil
 }
 
@@ -242,7 +243,7 @@ func NewProxierWithOptions(ctx context.Context,
 // applied to an in-memory table instead of the kernel. It needs no
 // privileges, so cmd/kube-proxy can use it to show what it would do.
 // It cleans no conntrack entries and fakes the per-service health checks. It is
-// NewProxierWithOptions with WithDryRun(out).
+// NewProxierWithOptions with proxieropts.WithDryRun(out).
 func NewDryRunProxier(ctx context.Context,
 	config *kubeproxyconfig.KubeProxyConfiguration,
 	ipFamily v1.IPFamily,
@@ -251,7 +252,7 @@ func NewDryRunProxier(ctx context.Context,
 	nodeIP net.IP,
 	out io.Writer,
 ) (*Proxier, error) {
-	return NewProxierWithOptions(ctx, config, ipFamily, localDetector, nodeName, nodeIP, nil, nil, false, WithDryRun(out))
+	return NewProxierWithOptions(ctx, config, ipFamily, localDetector, nodeName, nodeIP, nil, nil, false, proxieropts.WithDryRun(out))
 }
 
 // servicePortInfo caches what the backend needs per service port.

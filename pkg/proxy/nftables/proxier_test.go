@@ -24,6 +24,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
+	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
 	proxyutiltest "k8s.io/kube-proxy/pkg/proxy/util/testing"
 )
@@ -68,7 +69,7 @@ func newTestProxierWith(t *testing.T, tf testFamily, mutate func(*kubeproxyconfi
 	}
 	p, err := NewProxierWithOptions(ctx, cfg, tf.family, proxyutil.NewDetectLocalByCIDR(tf.podCIDR), testNodeName,
 		net.ParseIP(tf.nodeIP), nil, nil, false,
-		WithNFTables(nft), WithNetworkInterfacer(nw), WithConntrack(ct), WithServiceHealthServer(hs))
+		WithNFTables(nft), proxieropts.WithNetworkInterfacer(nw), proxieropts.WithConntrack(ct), proxieropts.WithServiceHealthServer(hs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,12 @@
 //
 // A backend implements Backend: it is handed an Update (what changed, or
 // everything) and programs it. It never re-decides traffic policy.
-// kube-proxy's own proxiers also share ProxierOptions (upstream's timing) and
-// HostOptions (the host-facing options their With* functions set).
+// kube-proxy's own proxiers also share ProxierOptions (upstream's timing),
+// NewProxierShell (their one way to build and start a Shell) and HostOptions
+// (the host-facing options the With* functions of the proxieropts
+// sub-package set). The Shell, not each proxier, leaves out the ports and
+// endpoints no backend can program, including any of a type the backend's
+// makers never made; a Validator adds only a backend's own reasons.
 //
 // It may import the brain (k8s.io/kube-proxy/pkg/proxy and its config,
 // runner, healthcheck, metrics and util packages), never a backend, and

@@ -11,9 +11,10 @@ import (
 )
 
 // HostOptions are the options kube-proxy's proxiers share for what they
-// reach on the host besides their own kernel interface. Each backend's With*
-// options set them, so that WithDryRun, WithServiceHealthServer,
-// WithNetworkInterfacer and WithSyncHook mean the same in every mode.
+// reach on the host besides their own kernel interface. The With* options of
+// the proxieropts sub-package set them, so that WithDryRun,
+// WithServiceHealthServer, WithNetworkInterfacer and WithSyncHook mean the
+// same in every mode.
 type HostOptions struct {
 	// DryRun, when set, receives what a sync would program instead of the
 	// host; nothing on the host is touched.

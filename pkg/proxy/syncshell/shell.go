@@ -19,6 +19,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/runner"
@@ -44,15 +45,29 @@ type RulesChecker interface {
 
 // Validator is implemented by backends that cannot program every service
 // port or endpoint the trackers accept, beyond what the Shell already leaves
-// out for every backend (proxy.ServicePortProblem and proxy.EndpointProblem
-// for its family: a cluster IP or endpoint address of the other family, a port
-// out of range, from a foreign ServicePort or Endpoint implementation). A
-// Validator adds the backend's own reasons (a name that cannot be put into a
-// rule comment, a foreign type it cannot read); it logs why. Ports and
-// endpoints left out count nowhere: they are removed before traffic policy is
-// resolved.
+// out for every backend: what proxy.ServicePortProblem and
+// proxy.EndpointProblem find for its family (a cluster IP or endpoint address
+// of the other family, a port out of range), and any port or endpoint of a
+// type that Options.MakeServicePort or Options.MakeEndpoint (or, when unset,
+// the trackers) never made, so a backend may rely on its own types. A
+// Validator adds only the backend's own reasons (a name that cannot be put
+// into a rule comment) and logs why. Ports and endpoints left out count
+// nowhere: they are removed before traffic policy is resolved.
+//
+// A backend may implement either half alone (ServicePortValidator,
+// EndpointValidator); Validator is both.
 type Validator interface {
+	ServicePortValidator
+	EndpointValidator
+}
+
+// ServicePortValidator is the service-port half of Validator.
+type ServicePortValidator interface {
 	ValidServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool
+}
+
+// EndpointValidator is the endpoint half of Validator.
+type EndpointValidator interface {
 	ValidEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool
 }
 
@@ -221,6 +236,54 @@ func ProxierOptions(family v1.IPFamily, nodeName string, minSyncPeriod, syncPeri
 	return o
 }
 
+// ProxierShell is what one of kube-proxy's own proxiers hands NewProxierShell:
+// ProxierOptions' arguments plus what each mode adds to them.
+type ProxierShell struct {
+	// Mode names the proxier ("iptables") in the log and in errors.
+	Mode     string
+	Family   v1.IPFamily
+	NodeName string
+	// Config gives MinSyncPeriod and SyncPeriod.
+	Config *kubeproxyconfig.KubeProxyConfiguration
+	// Healthz and ServiceHealth may be nil.
+	Healthz             *healthcheck.ProxyHealthServer
+	ServiceHealth       healthcheck.ServiceHealthServer
+	CleanStaleConntrack func(proxy.ServicePortMap, proxy.EndpointsMap)
+	MakeServicePort     func(*v1.ServicePort, *v1.Service, *proxy.BaseServicePortInfo) proxy.ServicePort
+	// CheckRules asks the backend's RulesChecker or DriftChecker once per
+	// sync period (the retry interval); false never asks (a dry run, which
+	// has no kernel to compare with).
+	CheckRules bool
+	Logger     klog.Logger
+	OnSync     func(SyncResult)
+}
+
+// NewProxierShell builds the Shell of one of kube-proxy's own proxiers over
+// b, with ProxierOptions' timing, and logs the sync periods it chose. The
+// proxier reads the retry interval it needs from Shell.RetryInterval.
+func NewProxierShell(ctx context.Context, ps ProxierShell, b Backend) (*Shell, error) {
+	if ps.Config == nil {
+		return nil, fmt.Errorf("%s proxier (%s): nil configuration", ps.Mode, ps.Family)
+	}
+	opts := ProxierOptions(ps.Family, ps.NodeName, ps.Config.MinSyncPeriod.Duration, ps.Config.SyncPeriod.Duration,
+		ps.Healthz, ps.ServiceHealth, ps.CleanStaleConntrack)
+	opts.MakeServicePort = ps.MakeServicePort
+	if ps.CheckRules {
+		opts.CheckInterval = opts.RetryInterval
+	}
+	opts.Logger, opts.OnSync = &ps.Logger, ps.OnSync
+	ps.Logger.V(2).Info("Sync params", "mode", ps.Mode, "minSyncPeriod", opts.MinInterval, "syncPeriod", opts.RetryInterval, "maxSyncPeriod", opts.MaxInterval)
+	s, err := New(ctx, opts, b)
+	if err != nil {
+		return nil, fmt.Errorf("%s proxier (%s): %w", ps.Mode, ps.Family, err)
+	}
+	return s, nil
+}
+
+// RetryInterval is how soon a failed sync is retried (Options.RetryInterval
+// after defaulting); kube-proxy's proxiers also use it as their sync period.
+func (s *Shell) RetryInterval() time.Duration { return s.opts.RetryInterval }
+
 // FullSyncPeriod is how often kube-proxy's proxiers rewrite everything even
 // without a reason (proxyutil.FullSyncPeriod, upstream's hour).
 const FullSyncPeriod = proxyutil.FullSyncPeriod
@@ -241,13 +304,16 @@ type SyncResult struct {
 type Shell struct {
 	*proxy.TrackerHandlers
 
-	opts     Options
-	now      func() time.Time // time.Now; tests move it
-	backend  Backend
-	checker  RulesChecker
-	drifter  DriftChecker
-	validate Validator
-	logger   klog.Logger
+	opts              Options
+	now               func() time.Time // time.Now; tests move it
+	backend           Backend
+	checker           RulesChecker
+	drifter           DriftChecker
+	portValidator     ServicePortValidator
+	endpointValidator EndpointValidator
+	// made records the types the makers returned (see madeTypes).
+	made   madeTypes
+	logger klog.Logger
 
 	serviceChanges   *proxy.ServiceChangeTracker
 	endpointsChanges *proxy.EndpointsChangeTracker
@@ -320,7 +386,9 @@ func New(ctx context.Context, opts Options, b Backend) (*Shell, error) {
 		s.checker = nil
 		s.drift = newDriftTracker(opts.CheckInterval, opts.FullSyncInterval)
 	}
-	s.validate, _ = b.(Validator)
+	s.portValidator, _ = b.(ServicePortValidator)
+	s.endpointValidator, _ = b.(EndpointValidator)
+	opts.MakeServicePort, opts.MakeEndpoint = s.made.wrap(opts.MakeServicePort, opts.MakeEndpoint)
 	if opts.Logger != nil {
 		s.logger = *opts.Logger
 	} else {
@@ -613,20 +681,28 @@ func (s *Shell) resolvePolicies(u *Update) []proxy.ServicePortName {
 
 // validServicePort applies every backend's floor, then the backend's Validator.
 func (s *Shell) validServicePort(name proxy.ServicePortName, svc proxy.ServicePort) bool {
-	if why := proxy.ServicePortProblem(s.opts.Family, svc); why != "" {
+	why := s.made.portProblem(svc)
+	if why == "" {
+		why = proxy.ServicePortProblem(s.opts.Family, svc)
+	}
+	if why != "" {
 		s.logger.Error(nil, "Skipping service port with invalid data", "servicePort", name.String(), "reason", why)
 		return false
 	}
-	return s.validate == nil || s.validate.ValidServicePort(name, svc)
+	return s.portValidator == nil || s.portValidator.ValidServicePort(name, svc)
 }
 
 // validEndpoint applies every backend's floor, then the backend's Validator.
 func (s *Shell) validEndpoint(name proxy.ServicePortName, ep proxy.Endpoint) bool {
-	if why := proxy.EndpointProblem(s.opts.Family, ep); why != "" {
+	why := s.made.endpointProblem(ep)
+	if why == "" {
+		why = proxy.EndpointProblem(s.opts.Family, ep)
+	}
+	if why != "" {
 		s.logger.Error(nil, "Skipping invalid endpoint", "servicePort", name.String(), "endpoint", ep.String(), "reason", why)
 		return false
 	}
-	return s.validate == nil || s.validate.ValidEndpoint(name, ep)
+	return s.endpointValidator == nil || s.endpointValidator.ValidEndpoint(name, ep)
 }
 
 func (s *Shell) forgetPolicy(name proxy.ServicePortName) {

@@ -213,18 +213,14 @@ func newProxierInternal(
 	b := newHNSBackend(h, ipFamily, networkName, cfg, feats, hostMAC, wcfg.RootHnsEndpointName, logger)
 	p := &Proxier{ipFamily: ipFamily, backend: b}
 
-	opts := syncshell.ProxierOptions(ipFamily, nodeName, config.MinSyncPeriod.Duration, config.SyncPeriod.Duration,
-		healthzServer, serviceHealth, nil)
-	opts.MakeServicePort = newServiceInfo
-	opts.Logger = &logger
 	// A sync without changes makes no HNS call; a recreated network is
-	// noticed by this check, one HNS call per sync period.
-	opts.CheckInterval = opts.RetryInterval
-	b.staleRetry = opts.RetryInterval
-	logger.V(3).Info("Record sync params", "minSyncPeriod", opts.MinInterval, "syncPeriod", opts.RetryInterval)
-	if p.Shell, err = syncshell.New(ctx, opts, b); err != nil {
-		return nil, fmt.Errorf("winkernel proxier (%s): %w", ipFamily, err)
+	// noticed by the rules check, one HNS call per sync period.
+	if p.Shell, err = syncshell.NewProxierShell(ctx, syncshell.ProxierShell{Mode: "winkernel", Family: ipFamily, NodeName: nodeName,
+		Config: config, Healthz: healthzServer, ServiceHealth: serviceHealth, MakeServicePort: newServiceInfo, CheckRules: true,
+		Logger: logger}, b); err != nil {
+		return nil, err
 	}
+	b.staleRetry = p.Shell.RetryInterval()
 	return p, nil
 }
 
