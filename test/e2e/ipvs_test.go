@@ -424,9 +424,9 @@ func (w *ipvsWorld) testTable(t *testing.T) {
 				var err error
 				switch pr.proto {
 				case "udp":
-					r, err = askUDP(pr.ns, pr.dst, 2*time.Second)
+					r, err = askUDP(pr.ns, pr.dst, replyTimeout(t))
 				case "sctp":
-					r, err = askSCTP(pr.ns, pr.dst, 2*time.Second)
+					r, err = askSCTP(pr.ns, pr.dst, replyTimeout(t))
 				default:
 					o := dialOpts{}
 					if pr.iif == "eth0" {
@@ -944,7 +944,7 @@ func (w *ipvsWorld) testSchedulers(t *testing.T) {
 					t.Errorf("answered by %s, not an endpoint", name)
 				}
 			}
-			if r, err := askUDP(w.client.ns, "198.19.0.10:80", 2*time.Second); err != nil {
+			if r, err := askUDP(w.client.ns, "198.19.0.10:80", replyTimeout(t)); err != nil {
 				t.Errorf("UDP ClusterIP with scheduler %s: %v (%v)", sched, err, r)
 			}
 			t.Logf("scheduler %s: 6 TCP connections spread as %v", sched, seen)
