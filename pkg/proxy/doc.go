@@ -15,8 +15,6 @@
 //     needs, so that no proxier re-decides it;
 //   - UsableEndpoints, ServicePortProblem and EndpointProblem: which service ports and
 //     endpoints a proxier can program for a family, and why not;
-//   - TrackerHandlers and NewTrackerHandlers: the event half of Provider over the two
-//     change trackers, gating syncs until both informers have listed;
 //   - NewStaticNodeManager: NewNodeManager for an in-memory client (--manifests),
 //     which waits for nothing;
 //   - CompareServicePortNames, a total order for deterministic output;

@@ -297,13 +297,11 @@ type SyncResult struct {
 	Err error
 }
 
-// Shell is one IP family's sync loop. It implements the event half of
-// proxy.Provider (through the embedded TrackerHandlers) plus Sync and
-// SyncLoop; a proxier embeds it and adds OnServiceCIDRsChanged only if it
-// needs to (Shell's records the CIDRs for Update).
+// Shell is one IP family's sync loop. It implements proxy.Provider: the event
+// handlers (handlers.go), Sync, SyncLoop and OnServiceCIDRsChanged; a proxier
+// embeds it and overrides OnServiceCIDRsChanged only if it needs to (Shell's
+// records the CIDRs for Update).
 type Shell struct {
-	*proxy.TrackerHandlers
-
 	opts              Options
 	now               func() time.Time // time.Now; tests move it
 	backend           Backend
@@ -318,6 +316,13 @@ type Shell struct {
 	serviceChanges   *proxy.ServiceChangeTracker
 	endpointsChanges *proxy.EndpointsChangeTracker
 	runner           *runner.BoundedFrequencyRunner
+
+	// listedMu guards which informers have listed everything (handlers.go);
+	// initialized becomes true when both have.
+	listedMu       sync.Mutex
+	servicesListed bool
+	slicesListed   bool
+	initialized    atomic.Bool
 
 	ctx         atomic.Pointer[context.Context]
 	checkDue    atomic.Bool
@@ -397,14 +402,13 @@ func New(ctx context.Context, opts Options, b Backend) (*Shell, error) {
 	s.ctx.Store(&ctx)
 	s.serviceChanges = proxy.NewServiceChangeTracker(opts.Family, opts.MakeServicePort, nil)
 	s.endpointsChanges = proxy.NewEndpointsChangeTracker(opts.Family, opts.NodeName, opts.MakeEndpoint, opts.ProcessEndpointsMapChange)
-	s.TrackerHandlers = proxy.NewTrackerHandlers(s.serviceChanges, s.endpointsChanges, s.Sync, s.informerSynced, s.setTopology)
 	s.runner = runner.NewBoundedFrequencyRunner("sync-runner", s.SyncNow,
 		opts.MinInterval, opts.RetryInterval, opts.MaxInterval)
 	return s, nil
 }
 
-// informerSynced is TrackerHandlers' callback for an informer that finished
-// listing; it does nothing until both have.
+// informerSynced runs when an informer has finished listing; it does nothing
+// until both have.
 func (s *Shell) informerSynced() {
 	if !s.Initialized() {
 		return
@@ -492,7 +496,7 @@ func (s *Shell) NeedsFullSync() bool {
 // to wait for one.
 func (s *Shell) Syncs() uint64 { return s.successCount.Load() }
 
-// setTopology is TrackerHandlers' topology callback: new labels change which
+// setTopology records the node's topology labels: new labels change which
 // endpoints every Service uses, so the next sync is full.
 func (s *Shell) setTopology(labels map[string]string) {
 	s.mu.Lock()
