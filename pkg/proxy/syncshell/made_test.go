@@ -161,7 +161,7 @@ func TestNewProxierShell(t *testing.T) {
 		{name: "default sync period", ps: ProxierShell{Mode: "ipvs", Family: v1.IPv4Protocol, Config: periods(0, 0), CheckRules: true},
 			wantRetry: 30 * time.Second, wantCheck: 30 * time.Second},
 		{name: "bad family names the mode", ps: ProxierShell{Mode: "ipvs", Family: "IPv5", Config: periods(0, 0)},
-			wantErr: `ipvs proxier (IPv5): syncshell: invalid IP family "IPv5"`},
+			wantErr: `ipvs proxier: invalid IP family "IPv5"`},
 		{name: "min above max", ps: ProxierShell{Mode: "iptables", Family: v1.IPv4Protocol, Config: periods(2*time.Hour, 0)},
 			wantErr: "iptables proxier (IPv4): syncshell: sync intervals"},
 		{name: "no configuration", ps: ProxierShell{Mode: "nftables", Family: v1.IPv4Protocol},

@@ -24,6 +24,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/runner"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
 )
 
 // Backend programs one IP family's rules. The Shell calls Sync with its lock
@@ -262,8 +263,8 @@ type ProxierShell struct {
 // b, with ProxierOptions' timing, and logs the sync periods it chose. The
 // proxier reads the retry interval it needs from Shell.RetryInterval.
 func NewProxierShell(ctx context.Context, ps ProxierShell, b Backend) (*Shell, error) {
-	if ps.Config == nil {
-		return nil, fmt.Errorf("%s proxier (%s): nil configuration", ps.Mode, ps.Family)
+	if err := proxierargs.Check(ps.Mode, ps.Config, ps.Family); err != nil {
+		return nil, err
 	}
 	opts := ProxierOptions(ps.Family, ps.NodeName, ps.Config.MinSyncPeriod.Duration, ps.Config.SyncPeriod.Duration,
 		ps.Healthz, ps.ServiceHealth, ps.CleanStaleConntrack)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	proxyutil "k8s.io/kube-proxy/pkg/proxy/util"
+	"k8s.io/kube-proxy/pkg/proxy/util/proxierargs"
 	"k8s.io/kube-proxy/pkg/proxy/winkernel/hcnapi"
 )
 
@@ -60,8 +61,8 @@ func NewProxier(
 	recorder events.EventRecorder,
 	healthzServer *healthcheck.ProxyHealthServer,
 ) (*Proxier, error) {
-	if config == nil {
-		return nil, fmt.Errorf("winkernel proxier (%s): nil configuration", ipFamily)
+	if err := proxierargs.Check("winkernel", config, ipFamily); err != nil {
+		return nil, err
 	}
 	h, err := newPlatformHCN()
 	if err != nil {
@@ -130,8 +131,8 @@ func newProxierInternal(
 	waitForOverlay bool,
 ) (*Proxier, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "ipFamily", ipFamily)
-	if ipFamily != v1.IPv4Protocol && ipFamily != v1.IPv6Protocol {
-		return nil, fmt.Errorf("winkernel proxier: invalid IP family %q", ipFamily)
+	if err := proxierargs.Check("winkernel", config, ipFamily); err != nil {
+		return nil, err
 	}
 	wcfg := config.Winkernel
 	feats := h.Features()
