@@ -5,25 +5,17 @@ package iptables
 import (
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
 	"k8s.io/kube-proxy/pkg/proxy/source/testing/behaviour"
 )
 
 // scenarioAddresses places the shared behaviour table in this package's
 // fakes: the node, pod and service ranges of families.
 func scenarioAddresses(f fam) behaviour.Addresses {
-	a := behaviour.Addresses{
+	return behaviour.Addresses{
 		Family: f.family, NodeName: testNodeName, Node: f.node,
 		ServiceIP: f.svc, LocalPod: f.pod, RemotePod: f.rpod,
 		External: f.external, ExternalIP: f.extIP, LoadBalancerIP: f.lb,
 	}
-	if f.family == v1.IPv6Protocol {
-		a.AllowedRange, a.DeniedClient = "2001:db8::/64", "2001:db8:1::9"
-	} else {
-		a.AllowedRange, a.DeniedClient = "203.0.113.0/24", "198.18.0.9"
-	}
-	return a
 }
 
 // TestScenarios runs the behaviour table every proxier shares through this

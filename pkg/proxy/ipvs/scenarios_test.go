@@ -11,17 +11,11 @@ import (
 // scenarioAddresses places the shared behaviour table in this package's
 // fakes: the node, pod and service ranges of fams.
 func scenarioAddresses(f fam) behaviour.Addresses {
-	a := behaviour.Addresses{
+	return behaviour.Addresses{
 		Family: f.family, NodeName: testHostname, Node: f.node,
 		ServiceIP: f.svc, LocalPod: f.pod, RemotePod: f.rpod,
 		External: f.external, AllowedRange: f.srcRange, ExternalIP: f.extIP, LoadBalancerIP: f.lb,
 	}
-	if f.ipv6 {
-		a.DeniedClient = "2001:db8:1::9"
-	} else {
-		a.DeniedClient = "198.18.0.9"
-	}
-	return a
 }
 
 // TestScenarios runs the behaviour table every proxier shares through this

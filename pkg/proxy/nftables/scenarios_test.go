@@ -5,8 +5,6 @@ package nftables
 import (
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
 	"k8s.io/kube-proxy/pkg/proxy/source/testing/behaviour"
 )
 
@@ -17,19 +15,11 @@ func scenarioAddresses(tf testFamily) behaviour.Addresses {
 	num := func(prefix string) func(int) string {
 		return func(i int) string { return tf.ip(prefix + itoa(i)) }
 	}
-	a := behaviour.Addresses{
+	return behaviour.Addresses{
 		Family: tf.family, NodeName: testNodeName, Node: tf.nodeIP,
 		ServiceIP: num("172.30.0."), LocalPod: num("10.0.1."), RemotePod: num("10.0.2."),
 		External: tf.external, ExternalIP: tf.ip("192.168.99.11"), LoadBalancerIP: tf.ip("1.2.3.4"),
 	}
-	// tf.external is not tf.ip's mapping of an IPv4 client, so the ranges
-	// are written per family.
-	if tf.family == v1.IPv6Protocol {
-		a.AllowedRange, a.DeniedClient = "2001:db8::/64", "2001:db8:1::9"
-	} else {
-		a.AllowedRange, a.DeniedClient = "203.0.113.0/25", "203.0.113.200"
-	}
-	return a
 }
 
 // TestScenarios runs the behaviour table every proxier shares through this

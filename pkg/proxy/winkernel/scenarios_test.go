@@ -18,17 +18,11 @@ import (
 // fake HNS: this node's pods are the CNI's local endpoints pod(1..9), the
 // other node's pods lie in the network's remote subnet.
 func scenarioAddresses(f fam) behaviour.Addresses {
-	a := behaviour.Addresses{
+	return behaviour.Addresses{
 		Family: f.family, NodeName: testNode, Node: f.node,
 		ServiceIP: f.svc, LocalPod: f.pod, RemotePod: f.rpod,
 		External: f.public, ExternalIP: f.extIP, LoadBalancerIP: f.lb,
 	}
-	if f.family == v1.IPv6Protocol {
-		a.AllowedRange, a.DeniedClient = "2001:db8:9::/64", "2001:db8:1::9"
-	} else {
-		a.AllowedRange, a.DeniedClient = "203.0.113.0/24", "198.18.0.9"
-	}
-	return a
 }
 
 // TestScenarios runs the behaviour table every proxier shares against the

@@ -186,3 +186,44 @@ func TestFromTrace(t *testing.T) {
 		}
 	}
 }
+
+func TestWithSourceRanges(t *testing.T) {
+	for _, tc := range []struct {
+		name                           string
+		in                             Addresses
+		wantRange, wantDenied, wantErr string
+	}{
+		{name: "IPv4 defaults", in: Addresses{External: "203.0.113.5", Node: "192.168.0.2"},
+			wantRange: "203.0.113.0/24", wantDenied: "198.18.0.9"},
+		{name: "IPv6 defaults", in: Addresses{External: "2001:db8::5", Node: "fd00:192::2"},
+			wantRange: "2001:db8::/64", wantDenied: "2001:db8:1::9"},
+		{name: "given ranges are kept", in: Addresses{External: "203.0.113.5", Node: "192.168.0.2", AllowedRange: "203.0.113.0/25", DeniedClient: "203.0.113.200"},
+			wantRange: "203.0.113.0/25", wantDenied: "203.0.113.200"},
+		{name: "node inside the range", in: Addresses{External: "192.168.0.5", Node: "192.168.0.2"},
+			wantErr: "Addresses.Node 192.168.0.2 must be outside AllowedRange 192.168.0.0/24"},
+		{name: "external outside a given range", in: Addresses{External: "203.0.113.5", Node: "192.168.0.2", AllowedRange: "203.0.113.128/25"},
+			wantErr: "Addresses.External 203.0.113.5 must be inside AllowedRange 203.0.113.128/25"},
+		{name: "denied client inside the range", in: Addresses{External: "198.18.0.5", Node: "192.168.0.2"},
+			wantErr: "Addresses.DeniedClient 198.18.0.9 must be outside AllowedRange 198.18.0.0/24"},
+		{name: "no external client", in: Addresses{Node: "192.168.0.2"},
+			wantErr: `Addresses.External ""`},
+		{name: "bad range", in: Addresses{External: "203.0.113.5", Node: "192.168.0.2", AllowedRange: "203.0.113.0/33"},
+			wantErr: `Addresses.AllowedRange "203.0.113.0/33"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.in.withSourceRanges()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.AllowedRange != tc.wantRange || got.DeniedClient != tc.wantDenied {
+				t.Errorf("got range %s and denied client %s, want %s and %s", got.AllowedRange, got.DeniedClient, tc.wantRange, tc.wantDenied)
+			}
+		})
+	}
+}

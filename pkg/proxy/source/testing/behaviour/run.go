@@ -1,6 +1,8 @@
 package behaviour
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 )
@@ -22,6 +24,13 @@ type Setup func(t *testing.T, sc Scenario) Evaluate
 // run's verbose output lists every difference between the proxiers.
 func Run(t *testing.T, p Proxier, a, other Addresses, setup Setup) {
 	t.Helper()
+	var err error
+	if a, err = a.withSourceRanges(); err != nil {
+		t.Fatal(err)
+	}
+	if other, err = other.withSourceRanges(); err != nil {
+		t.Fatal(err)
+	}
 	for _, sc := range Table(a, other) {
 		t.Run(sc.Name, func(t *testing.T) {
 			eval := setup(t, sc)
@@ -56,4 +65,47 @@ func Same(a, b Outcome) bool {
 	slices.Sort(ea)
 	slices.Sort(eb)
 	return slices.Equal(ea, eb) && a.Masquerade == b.Masquerade && a.Affinity == b.Affinity
+}
+
+// withSourceRanges fills in AllowedRange and DeniedClient when they are empty:
+// the /24 (IPv4) or /64 (IPv6) holding External, and a documentation-range
+// client outside it. Either way it checks what the table relies on: the range
+// holds External and neither the node nor DeniedClient.
+func (a Addresses) withSourceRanges() (Addresses, error) {
+	external, err := netip.ParseAddr(a.External)
+	if err != nil {
+		return a, fmt.Errorf("behaviour: Addresses.External %q: %w", a.External, err)
+	}
+	if a.AllowedRange == "" {
+		bits := 24
+		if external.Is6() {
+			bits = 64
+		}
+		prefix, _ := external.Prefix(bits)
+		a.AllowedRange = prefix.String()
+	}
+	if a.DeniedClient == "" {
+		a.DeniedClient = "198.18.0.9"
+		if external.Is6() {
+			a.DeniedClient = "2001:db8:1::9"
+		}
+	}
+	allowed, err := netip.ParsePrefix(a.AllowedRange)
+	if err != nil {
+		return a, fmt.Errorf("behaviour: Addresses.AllowedRange %q: %w", a.AllowedRange, err)
+	}
+	for _, c := range []struct {
+		field, addr string
+		inside      bool
+	}{{"External", a.External, true}, {"Node", a.Node, false}, {"DeniedClient", a.DeniedClient, false}} {
+		addr, err := netip.ParseAddr(c.addr)
+		if err != nil {
+			return a, fmt.Errorf("behaviour: Addresses.%s %q: %w", c.field, c.addr, err)
+		}
+		if allowed.Contains(addr) != c.inside {
+			return a, fmt.Errorf("behaviour: Addresses.%s %s must be %s AllowedRange %s", c.field, c.addr,
+				map[bool]string{true: "inside", false: "outside"}[c.inside], allowed)
+		}
+	}
+	return a, nil
 }

@@ -154,9 +154,10 @@ type Addresses struct {
 	// External is an off-cluster client.
 	External string
 	// AllowedRange is a CIDR holding External but neither the node nor
-	// DeniedClient.
+	// DeniedClient. Run defaults it to External's /24 or /64.
 	AllowedRange string
-	// DeniedClient is an off-cluster client outside AllowedRange.
+	// DeniedClient is an off-cluster client outside AllowedRange. Run
+	// defaults it to 198.18.0.9 or 2001:db8:1::9.
 	DeniedClient string
 	// ExternalIP is an address the table puts in a Service's externalIPs.
 	ExternalIP string
