@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"k8s.io/kube-proxy/pkg/proxy"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/metrics"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
@@ -44,17 +44,6 @@ func (b *rulesBackend) Sync(ctx context.Context, u *syncshell.Update) (syncshell
 		}
 	}
 	return out, err
-}
-
-func endpointKey(ep proxy.Endpoint) (rsKey, error) {
-	a, err := netip.ParseAddr(ep.IP())
-	if err != nil {
-		return rsKey{}, fmt.Errorf("endpoint %q: invalid IP %q: %w", ep.String(), ep.IP(), err)
-	}
-	if ep.Port() <= 0 || ep.Port() > 65535 {
-		return rsKey{}, fmt.Errorf("endpoint %q: port %d out of range", ep.String(), ep.Port())
-	}
-	return rsKey{addr: a.Unmap(), port: uint16(ep.Port())}, nil
 }
 
 // syncProxyRules renders the changed service ports (all of them on a full
@@ -125,7 +114,7 @@ func (p *Proxier) syncProxyRules(ctx context.Context, u *syncshell.Update) (out 
 			st.setPort(name, nil, t)
 			return
 		}
-		r := p.renderPort(name, info, tp, eps, nodeAddrs, nodeIPs)
+		r := p.renderPort(ctx, name, info, tp, eps, nodeAddrs, nodeIPs)
 		r.setInputs(svc, eps, tp, st.nodeGen)
 		st.setPort(name, r, t)
 	}
@@ -307,10 +296,18 @@ func (p *Proxier) readKernel(t *touched, consistent bool) error {
 }
 
 // renderPort computes what one service port needs, as upstream's sync loop
-// body does.
-func (p *Proxier) renderPort(name proxy.ServicePortName, info *servicePortInfo, tp *proxy.TrafficPolicy,
+// body does. Its real servers come from the port's node-local model, the
+// conversion every proxier and third-party backends get, so ipvs balances
+// over exactly the endpoints they are handed.
+func (p *Proxier) renderPort(ctx context.Context, name proxy.ServicePortName, info *servicePortInfo, tp *proxy.TrafficPolicy,
 	eps []proxy.Endpoint, nodeAddrs sets.Set[string], nodeIPs []net.IP) *portRender {
 	r := &portRender{}
+	ln, ok := p.local.ComputeServicePort(ctx, name, info, tp)
+	if !ok {
+		// Logged by the model: a cluster IP of the other family or a port out
+		// of range, which the shell's validation has already left out.
+		return r
+	}
 	proto := info.protocol
 	port := info.Port()
 	add := func(id setID, e *utilipset.Entry) bool {
@@ -323,7 +320,9 @@ func (p *Proxier) renderPort(name proxy.ServicePortName, info *servicePortInfo, 
 	}
 
 	// Hairpin: a local endpoint reaching itself through the service is
-	// masqueraded (KUBE-LOOP-BACK). Every local endpoint counts, ready or not.
+	// masqueraded (KUBE-LOOP-BACK). Every local endpoint counts, ready or not,
+	// as upstream lists them; the model holds only the endpoints traffic may
+	// use, so this reads the brain's list.
 	for _, ep := range eps {
 		if !ep.IsLocal() || ep.IP() == "" || ep.Port() == 0 {
 			continue
@@ -331,8 +330,8 @@ func (p *Proxier) renderPort(name proxy.ServicePortName, info *servicePortInfo, 
 		add(setLoopBack, &utilipset.Entry{IP: ep.IP(), Port: ep.Port(), Protocol: proto, IP2: ep.IP(), SetType: utilipset.HashIPPortIP})
 	}
 
-	internal := realServers(tp, tp.InternalLocal)
-	external := realServers(tp, tp.ExternalLocal)
+	internal := realServers(&ln, ln.InternalPolicy == localnode.PolicyLocal)
+	external := realServers(&ln, ln.ExternalPolicy == localnode.PolicyLocal)
 	newVS := func(ip net.IP, port int, rss []rsKey) {
 		vs := utilipvs.VirtualServer{Address: ip, Port: uint16(port), Protocol: string(info.Protocol()), Scheduler: p.scheduler}
 		if info.SessionAffinityType() == v1.ServiceAffinityClientIP {
@@ -408,20 +407,20 @@ func (p *Proxier) renderPort(name proxy.ServicePortName, info *servicePortInfo, 
 // has policy Local (local) or Cluster. As upstream's IPVS mode, a Local
 // virtual server without local endpoints gets the Cluster endpoints if the
 // port has any (https://pr.k8s.io/97081), so that local pods can still
-// reach it.
-func realServers(tp *proxy.TrafficPolicy, local bool) []rsKey {
-	eps := tp.ClusterEndpoints
-	if local && len(tp.LocalEndpoints) > 0 {
-		eps = tp.LocalEndpoints
-	}
-	out := make([]rsKey, 0, len(eps))
-	for _, ep := range eps {
-		if k, err := endpointKey(ep); err == nil {
-			out = append(out, k)
+// reach it. The model's endpoints are sorted by address and port and hold no
+// duplicates, which is the order rsKey.compare gives.
+func realServers(s *localnode.Service, local bool) []rsKey {
+	eps := s.ClusterEndpoints()
+	if local {
+		if l := s.LocalEndpoints(); len(l) > 0 {
+			eps = l
 		}
 	}
-	slices.SortFunc(out, rsKey.compare)
-	return slices.Compact(out)
+	out := make([]rsKey, len(eps))
+	for i, ep := range eps {
+		out[i] = rsKey{addr: ep.IP, port: ep.Port}
+	}
+	return out
 }
 
 func (p *Proxier) renderLoadBalancer(r *portRender, info *servicePortInfo, ip net.IP, add func(setID, *utilipset.Entry) bool) bool {

@@ -22,6 +22,7 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/pkg/proxy/apis/config"
 	"k8s.io/kube-proxy/pkg/proxy/conntrack"
 	"k8s.io/kube-proxy/pkg/proxy/healthcheck"
+	"k8s.io/kube-proxy/pkg/proxy/localnode"
 	"k8s.io/kube-proxy/pkg/proxy/metaproxier"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell"
 	"k8s.io/kube-proxy/pkg/proxy/syncshell/proxieropts"
@@ -87,6 +88,8 @@ type Proxier struct {
 	// (WithDryRun); nil otherwise.
 	dryRun io.Writer
 	logger klog.Logger
+	// local converts a changed service port into its node-local model.
+	local *localnode.Computer
 
 	// st is what the kernel holds, as far as this proxier knows; only
 	// rulesBackend.Sync touches it, and the Shell never runs that
@@ -233,6 +236,7 @@ func NewProxierWithOptions(
 		excludeCIDRs:      excludeCIDRs,
 		dryRun:            d.DryRun,
 		logger:            logger,
+		local:             localnode.NewComputer(localnode.Family(ipFamily)),
 		st:                newState(),
 	}
 	if d.clock != nil {
