@@ -411,6 +411,19 @@ func TestDatapath(t *testing.T) {
 					t.Errorf("from the node to %s: %v", ip, err)
 				}
 			}
+			// In both families a pod's own address survives on the way to a ClusterIP:
+			// the pod ranges are inside --cluster-cidr. (This world's IPv6 cluster CIDR
+			// once left its pods out, and every IPv6 pod was masqueraded unnoticed.)
+			for _, c := range []struct{ svc, client string }{{"198.19.0.23", w.client.ip4}, {"fd00:96::23", w.client.ip6}} {
+				for range 6 {
+					r, err := askTCP(w.client.ns, hostPort(c.svc, 80), dialOpts{})
+					if err != nil {
+						t.Errorf("TCP to %s: %v", c.svc, err)
+					} else if r.client != c.client {
+						t.Errorf("TCP to %s answered by %s, which saw client %s, want the pod's own %s", c.svc, r.pod, r.client, c.client)
+					}
+				}
+			}
 		})
 		_ = n2
 	})

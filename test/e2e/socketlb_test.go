@@ -139,8 +139,7 @@ func testSocketLB(t *testing.T, cgroupRoot string, socketLB bool) {
 					for range 8 {
 						r := w.agent.ask(t, op, f.ns, addr)
 						// Through nftables the server may see another address: the
-						// node's clients are masqueraded, and so are this world's IPv6
-						// pods (fd00:18:1::/64 is outside --cluster-cidr's fd00:18::/48).
+						// node's clients are masqueraded.
 						w.checkAnswer(t, fmt.Sprintf("%s %s from %s", op, addr, f.name), r, addr, socketLB)
 						seen[r.Pod]++
 					}

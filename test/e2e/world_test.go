@@ -20,9 +20,9 @@ import (
 // ranges are kept apart from the LAN so that --cluster-cidr tells pods from external
 // clients (which must be masqueraded when sent to another node).
 const (
-	lanPrefix4   = "198.18.0"  // .1 node-1, .2 node-2, .100/.101 external client
-	lanPrefix6   = "fd00:ee::" // ::1 node-1, ::2 node-2, ::100 external client
-	clusterCIDRs = "198.18.128.0/17,fd00:18::/48"
+	lanPrefix4   = "198.18.0"                     // .1 node-1, .2 node-2, .100/.101 external client
+	lanPrefix6   = "fd00:ee::"                    // ::1 node-1, ::2 node-2, ::100 external client
+	clusterCIDRs = "198.18.128.0/17,fd00:18::/32" // holds every node's pod ranges, fd00:18:N::/64
 	svcCIDR4     = "198.19.0.0/16"
 	svcCIDR6     = "fd00:96::/112"
 	extRange4    = "198.18.100.0/24" // externalIPs and load-balancer IPs, routed to node-1
