@@ -785,7 +785,7 @@ func (p *Proxier) syncIPTables(full bool) (bool, error) {
 // slow, loaded node. A failure is logged, as each Ensure call's was: the
 // restore that follows still writes our chains.
 func (p *Proxier) linkChains() {
-	if err := jumprules.Ensure(p.logger, p.ipt, ipvsJumps, ipvsChains, nil); err != nil {
+	if err := jumprules.Ensure(p.logger, p.ipt, iptablesJumpChains, iptablesChains, nil); err != nil {
 		p.logger.Error(err, "Failed to ensure the chains and the jumps to them from built-in chains")
 	}
 }

@@ -345,12 +345,12 @@ func (p *Proxier) iptablesDrift(drifts []syncshell.Drift) ([]syncshell.Drift, er
 func jumpDrifts(table utiliptables.Table, save []byte, drifts []syncshell.Drift) []syncshell.Drift {
 	st := jumprules.ParseTableState(save)
 	for _, jc := range iptablesJumpChains {
-		if jc.table != table || st.HasJump(jc.jump()) {
+		if jc.Table != table || st.HasJump(jc) {
 			continue
 		}
 		drifts = append(drifts, syncshell.Drift{Kind: driftJump,
-			Object:   string(table) + "/" + string(jc.from) + " -j " + string(jc.to),
-			Expected: fmt.Sprintf("-A %s -m comment --comment %q -j %s", jc.from, jc.comment, jc.to), Found: ""})
+			Object:   string(table) + "/" + string(jc.Src) + " -j " + string(jc.Dst),
+			Expected: fmt.Sprintf("-A %s -m comment --comment %q -j %s", jc.Src, jc.Comment, jc.Dst), Found: ""})
 	}
 	return drifts
 }

@@ -94,20 +94,20 @@ func cleanupIptablesLeftovers(ctx context.Context, ipt utiliptables.Interface) (
 	logger := klog.FromContext(ctx)
 	for _, jc := range iptablesJumpChains {
 		// The rule exactly as linkChains inserts it.
-		if err := ipt.DeleteRule(jc.table, jc.from, jc.jump().Args()...); err != nil && !utiliptables.IsNotFoundError(err) {
+		if err := ipt.DeleteRule(jc.Table, jc.Src, jc.Args()...); err != nil && !utiliptables.IsNotFoundError(err) {
 			logger.Error(err, "Error removing iptables rules in ipvs proxier")
 			encounteredError = true
 		}
 	}
 	// Flush all before deleting any: the chains jump to each other.
 	for _, ch := range iptablesChains {
-		if err := ipt.FlushChain(ch.table, ch.chain); err != nil && !utiliptables.IsNotFoundError(err) {
+		if err := ipt.FlushChain(ch.Table, ch.Chain); err != nil && !utiliptables.IsNotFoundError(err) {
 			logger.Error(err, "Error removing iptables rules in ipvs proxier")
 			encounteredError = true
 		}
 	}
 	for _, ch := range iptablesChains {
-		if err := ipt.DeleteChain(ch.table, ch.chain); err != nil && !utiliptables.IsNotFoundError(err) {
+		if err := ipt.DeleteChain(ch.Table, ch.Chain); err != nil && !utiliptables.IsNotFoundError(err) {
 			logger.Error(err, "Error removing iptables rules in ipvs proxier")
 			encounteredError = true
 		}

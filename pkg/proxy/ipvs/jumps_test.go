@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 	utilipset "k8s.io/net-utils/ipset"
 	utiliptables "k8s.io/net-utils/iptables"
 )
@@ -116,14 +117,14 @@ func savedTables(t *testing.T, ipt utiliptables.Interface) string {
 }
 
 // countJump counts the rules in save that are jc as linkChains writes it.
-func countJump(save string, jc jumpChain) int {
-	want := fmt.Sprintf("-A %s -m comment --comment %q -j %s", jc.from, jc.comment, jc.to)
+func countJump(save string, jc jumprules.Jump) int {
+	want := fmt.Sprintf("-A %s -m comment --comment %q -j %s", jc.Src, jc.Comment, jc.Dst)
 	n, table := 0, ""
 	for _, line := range strings.Split(save, "\n") {
 		if t, ok := strings.CutPrefix(line, "*"); ok {
 			table = t
 		}
-		if table == string(jc.table) && line == want {
+		if table == string(jc.Table) && line == want {
 			n++
 		}
 	}
@@ -259,7 +260,7 @@ func TestLinkChainsOneRestore(t *testing.T) {
 				got := savedTables(t, env.ipt)
 				for _, jc := range iptablesJumpChains {
 					if n := countJump(got, jc); n != 1 {
-						t.Errorf("%s/%s -> %s: %d jump rules, want 1", jc.table, jc.from, jc.to, n)
+						t.Errorf("%s/%s -> %s: %d jump rules, want 1", jc.Table, jc.Src, jc.Dst, n)
 					}
 				}
 				if tc.others != "" && !strings.Contains(got, tc.others+"\n") {
@@ -309,7 +310,7 @@ func TestKernelLinkChainsOneRestore(t *testing.T) {
 				save := savedTables(t, real)
 				for _, jc := range iptablesJumpChains {
 					if n := countJump(save, jc); n != 1 {
-						t.Errorf("%s: %s/%s -> %s: %d jump rules, want 1:\n%s", stage.name, jc.table, jc.from, jc.to, n, save)
+						t.Errorf("%s: %s/%s -> %s: %d jump rules, want 1:\n%s", stage.name, jc.Table, jc.Src, jc.Dst, n, save)
 					}
 				}
 			}

@@ -41,64 +41,35 @@ const (
 	sysctlArpAnnounce             = "net/ipv4/conf/all/arp_announce"
 )
 
-// jumpChain is a rule in a built-in chain that sends traffic to ours.
-type jumpChain struct {
-	table   utiliptables.Table
-	from    utiliptables.Chain
-	to      utiliptables.Chain
-	comment string
-}
-
-var iptablesJumpChains = []jumpChain{
-	{utiliptables.TableNAT, utiliptables.ChainOutput, kubeServicesChain, "kubernetes service portals"},
-	{utiliptables.TableNAT, utiliptables.ChainPrerouting, kubeServicesChain, "kubernetes service portals"},
-	{utiliptables.TableNAT, utiliptables.ChainPostrouting, kubePostroutingChain, "kubernetes postrouting rules"},
-	{utiliptables.TableFilter, utiliptables.ChainForward, kubeForwardChain, "kubernetes forwarding rules"},
-	{utiliptables.TableFilter, utiliptables.ChainInput, kubeNodePortChain, "kubernetes health check rules"},
-	{utiliptables.TableFilter, utiliptables.ChainInput, kubeProxyFirewallChain, "kube-proxy firewall rules"},
-	{utiliptables.TableFilter, utiliptables.ChainForward, kubeProxyFirewallChain, "kube-proxy firewall rules"},
-	{utiliptables.TableFilter, utiliptables.ChainInput, kubeIPVSFilterChain, "kubernetes ipvs access filter"},
-	{utiliptables.TableFilter, utiliptables.ChainOutput, kubeIPVSOutFilterChain, "kubernetes ipvs access filter"},
-}
-
-func (jc jumpChain) jump() jumprules.Jump {
-	return jumprules.Jump{Table: jc.table, Src: jc.from, Dst: jc.to, Comment: jc.comment}
-}
-
-// ipvsJumps are iptablesJumpChains in jumprules' form; ipvsChains are
-// iptablesChains, which linkChains creates too when missing (the jumps'
-// targets among them as well).
-var ipvsJumps, ipvsChains = func() ([]jumprules.Jump, []jumprules.Chain) {
-	js := make([]jumprules.Jump, 0, len(iptablesJumpChains))
-	for _, jc := range iptablesJumpChains {
-		js = append(js, jc.jump())
-	}
-	cs := make([]jumprules.Chain, 0, len(iptablesChains))
-	for _, ch := range iptablesChains {
-		cs = append(cs, jumprules.Chain{Table: ch.table, Chain: ch.chain})
-	}
-	return js, cs
-}()
-
-type tableChain struct {
-	table utiliptables.Table
-	chain utiliptables.Chain
+// iptablesJumpChains are the rules in built-in chains that send traffic to
+// ours: linkChains adds those missing (jumprules), the drift check reports
+// them, and cleanup deletes them.
+var iptablesJumpChains = []jumprules.Jump{
+	{Table: utiliptables.TableNAT, Src: utiliptables.ChainOutput, Dst: kubeServicesChain, Comment: "kubernetes service portals"},
+	{Table: utiliptables.TableNAT, Src: utiliptables.ChainPrerouting, Dst: kubeServicesChain, Comment: "kubernetes service portals"},
+	{Table: utiliptables.TableNAT, Src: utiliptables.ChainPostrouting, Dst: kubePostroutingChain, Comment: "kubernetes postrouting rules"},
+	{Table: utiliptables.TableFilter, Src: utiliptables.ChainForward, Dst: kubeForwardChain, Comment: "kubernetes forwarding rules"},
+	{Table: utiliptables.TableFilter, Src: utiliptables.ChainInput, Dst: kubeNodePortChain, Comment: "kubernetes health check rules"},
+	{Table: utiliptables.TableFilter, Src: utiliptables.ChainInput, Dst: kubeProxyFirewallChain, Comment: "kube-proxy firewall rules"},
+	{Table: utiliptables.TableFilter, Src: utiliptables.ChainForward, Dst: kubeProxyFirewallChain, Comment: "kube-proxy firewall rules"},
+	{Table: utiliptables.TableFilter, Src: utiliptables.ChainInput, Dst: kubeIPVSFilterChain, Comment: "kubernetes ipvs access filter"},
+	{Table: utiliptables.TableFilter, Src: utiliptables.ChainOutput, Dst: kubeIPVSOutFilterChain, Comment: "kubernetes ipvs access filter"},
 }
 
 // iptablesChains are created (and flushed) by every restore, in this order,
-// and removed by cleanup.
-var iptablesChains = []tableChain{
-	{utiliptables.TableNAT, kubeServicesChain},
-	{utiliptables.TableNAT, kubePostroutingChain},
-	{utiliptables.TableNAT, kubeNodePortChain},
-	{utiliptables.TableNAT, kubeLoadBalancerChain},
-	{utiliptables.TableNAT, kubeMarkMasqChain},
-	{utiliptables.TableFilter, kubeForwardChain},
-	{utiliptables.TableFilter, kubeNodePortChain},
-	{utiliptables.TableFilter, kubeProxyFirewallChain},
-	{utiliptables.TableFilter, kubeSourceRangesFirewallChain},
-	{utiliptables.TableFilter, kubeIPVSFilterChain},
-	{utiliptables.TableFilter, kubeIPVSOutFilterChain},
+// created by linkChains when missing, and removed by cleanup.
+var iptablesChains = []jumprules.Chain{
+	{Table: utiliptables.TableNAT, Chain: kubeServicesChain},
+	{Table: utiliptables.TableNAT, Chain: kubePostroutingChain},
+	{Table: utiliptables.TableNAT, Chain: kubeNodePortChain},
+	{Table: utiliptables.TableNAT, Chain: kubeLoadBalancerChain},
+	{Table: utiliptables.TableNAT, Chain: kubeMarkMasqChain},
+	{Table: utiliptables.TableFilter, Chain: kubeForwardChain},
+	{Table: utiliptables.TableFilter, Chain: kubeNodePortChain},
+	{Table: utiliptables.TableFilter, Chain: kubeProxyFirewallChain},
+	{Table: utiliptables.TableFilter, Chain: kubeSourceRangesFirewallChain},
+	{Table: utiliptables.TableFilter, Chain: kubeIPVSFilterChain},
+	{Table: utiliptables.TableFilter, Chain: kubeIPVSOutFilterChain},
 }
 
 // Set names (IPv4; IPv6 ones are derived by NewIPSet) and comments.

@@ -34,10 +34,10 @@ func (p *Proxier) iptablesRules() []byte {
 	nat.WriteString("*nat\n")
 	filter.WriteString("*filter\n")
 	for _, ch := range iptablesChains {
-		if ch.table == utiliptables.TableNAT {
-			nat.WriteString(utiliptables.MakeChainLine(ch.chain) + "\n")
+		if ch.Table == utiliptables.TableNAT {
+			nat.WriteString(utiliptables.MakeChainLine(ch.Chain) + "\n")
 		} else {
-			filter.WriteString(utiliptables.MakeChainLine(ch.chain) + "\n")
+			filter.WriteString(utiliptables.MakeChainLine(ch.Chain) + "\n")
 		}
 	}
 
