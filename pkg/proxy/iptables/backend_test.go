@@ -563,10 +563,10 @@ func TestLargeClusterSwitchEnsuresJumpRules(t *testing.T) {
 	}
 	env.start(t)
 	prerouting := jumpRules[10]
-	if prerouting.srcChain != utiliptables.ChainPrerouting {
+	if prerouting.Src != utiliptables.ChainPrerouting {
 		t.Fatalf("jumpRules[10] is %v, not the nat PREROUTING jump", prerouting)
 	}
-	if err := env.ipt.DeleteRule(prerouting.table, prerouting.srcChain, prerouting.args()...); err != nil {
+	if err := env.ipt.DeleteRule(prerouting.Table, prerouting.Src, prerouting.Args()...); err != nil {
 		t.Fatal(err)
 	}
 	updateSlice(env.p, slcs, 0, func(s *discovery.EndpointSlice) {

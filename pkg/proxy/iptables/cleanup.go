@@ -39,8 +39,8 @@ func cleanupLeftoversForFamily(ctx context.Context, ipt utiliptables.Interface) 
 
 	// Unlink first: a chain still referenced cannot be deleted.
 	for _, j := range jumpRules {
-		if err := ipt.DeleteRule(j.table, j.srcChain, j.args()...); err != nil && !utiliptables.IsNotFoundError(err) {
-			logger.Error(err, "Error removing iptables jump rule", "table", j.table, "chain", j.srcChain, "target", j.dstChain)
+		if err := ipt.DeleteRule(j.Table, j.Src, j.Args()...); err != nil && !utiliptables.IsNotFoundError(err) {
+			logger.Error(err, "Error removing iptables jump rule", "table", j.Table, "chain", j.Src, "target", j.Dst)
 			encounteredError = true
 		}
 	}

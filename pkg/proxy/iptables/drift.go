@@ -148,12 +148,12 @@ func (v *view) expectNAT(c *chaincheck.Check) {
 // the rules of st (as scan collected them) lack.
 func (st *tableState) jumpDrifts(table utiliptables.Table, drifts []syncshell.Drift) []syncshell.Drift {
 	for _, j := range jumpRules {
-		if j.table != table || st.hasJump(j) {
+		if j.Table != table || st.HasJump(j) {
 			continue
 		}
 		drifts = append(drifts, syncshell.Drift{Kind: driftJump,
-			Object:   string(table) + "/" + string(j.srcChain) + " -j " + string(j.dstChain),
-			Expected: "-A " + string(j.srcChain) + " " + quoteArgs(j.args()), Found: ""})
+			Object:   string(table) + "/" + string(j.Src) + " -j " + string(j.Dst),
+			Expected: "-A " + string(j.Src) + " " + jumprules.QuoteArgs(j.Args()), Found: ""})
 	}
 	return drifts
 }

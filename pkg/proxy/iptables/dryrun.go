@@ -56,7 +56,7 @@ func (d *dryRunIPTables) EnsureChain(table utiliptables.Table, chain utiliptable
 func (d *dryRunIPTables) EnsureRule(position utiliptables.RulePosition, table utiliptables.Table, chain utiliptables.Chain, args ...string) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	fmt.Fprintf(&d.ensures, "# ensure: -t %s %s %s %s\n", table, position, chain, quoteArgs(args))
+	fmt.Fprintf(&d.ensures, "# ensure: -t %s %s %s %s\n", table, position, chain, jumprules.QuoteArgs(args))
 	return false, nil
 }
 
@@ -128,7 +128,3 @@ func (d *dryRunIPTables) Monitor(_ utiliptables.Chain, _ []utiliptables.Table, _
 }
 
 func (d *dryRunIPTables) Present() error { return nil }
-
-// quoteArgs joins args as a shell would need them, quoting words with
-// spaces (rule comments).
-func quoteArgs(args []string) string { return jumprules.QuoteArgs(args) }

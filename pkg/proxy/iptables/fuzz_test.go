@@ -11,9 +11,10 @@ import (
 	"k8s.io/klog/v2"
 
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
+	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 )
 
-// splitRuleWords reads iptables-save lines to find existing jump rules.
+// jumprules.SplitRuleWords reads iptables-save lines to find existing jump rules.
 // Without quotes it must agree with strings.Fields, and it must never panic.
 func FuzzSplitRuleWords(f *testing.F) {
 	for _, s := range []string{
@@ -23,15 +24,15 @@ func FuzzSplitRuleWords(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		words := splitRuleWords(line)
+		words := jumprules.SplitRuleWords(line)
 		if !strings.ContainsAny(line, "\"\\") {
 			if got, want := strings.Join(words, "|"), strings.Join(strings.Fields(strings.ReplaceAll(line, "\t", " ")), "|"); got != want && !strings.ContainsAny(line, "\n\r\v\f\u0085\u00a0") {
-				t.Errorf("splitRuleWords(%q) = %q, want %q", line, words, strings.Fields(line))
+				t.Errorf("SplitRuleWords(%q) = %q, want %q", line, words, strings.Fields(line))
 			}
 		}
-		st := parseTableState([]byte(line))
+		st := jumprules.ParseTableState([]byte(line))
 		for _, j := range jumpRules {
-			_ = st.hasJump(j)
+			_ = st.HasJump(j)
 		}
 	})
 }

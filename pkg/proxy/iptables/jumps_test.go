@@ -78,7 +78,7 @@ func checkJumpSyncs(t *testing.T, env *testEnv, ipt *jumpCountingIPTables, dump 
 	}
 
 	j := jumpRules[0]
-	if err := ipt.DeleteRule(j.table, j.srcChain, j.args()...); err != nil {
+	if err := ipt.DeleteRule(j.Table, j.Src, j.Args()...); err != nil {
 		t.Fatal(err)
 	}
 	env.p.forceSyncProxyRules()

@@ -224,8 +224,8 @@ func countJumps(save string) map[string]int {
 	n := map[string]int{}
 	for _, l := range strings.Split(save, "\n") {
 		for _, j := range append(jumpRules, kubeletJumpRules...) {
-			if strings.HasPrefix(l, "-A "+string(j.srcChain)+" ") && strings.HasSuffix(l, "-j "+string(j.dstChain)) {
-				n[string(j.srcChain)+"->"+string(j.dstChain)]++
+			if strings.HasPrefix(l, "-A "+string(j.Src)+" ") && strings.HasSuffix(l, "-j "+string(j.Dst)) {
+				n[string(j.Src)+"->"+string(j.Dst)]++
 				break // a line is one rule, even if two tables share its shape
 			}
 		}
@@ -262,10 +262,10 @@ func TestJumpRulesEnsured(t *testing.T) {
 		t.Errorf("after repeated full syncs jumps are %v, want %v", got, want)
 	}
 	j := jumpRules[0]
-	if err := env.ipt.DeleteRule(j.table, j.srcChain, j.args()...); err != nil {
+	if err := env.ipt.DeleteRule(j.Table, j.Src, j.Args()...); err != nil {
 		t.Fatal(err)
 	}
-	if got := count(); got[string(j.srcChain)+"->"+string(j.dstChain)] != 0 {
+	if got := count(); got[string(j.Src)+"->"+string(j.Dst)] != 0 {
 		t.Fatalf("rule not deleted: %v", got)
 	}
 	env.p.forceSyncProxyRules()

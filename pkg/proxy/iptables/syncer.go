@@ -16,43 +16,29 @@ import (
 	utiliptables "k8s.io/net-utils/iptables"
 )
 
-type jumpRule struct {
-	table     utiliptables.Table
-	dstChain  utiliptables.Chain
-	srcChain  utiliptables.Chain
-	comment   string
-	extraArgs []string
-}
-
 // jumpRules are the rules in builtin chains leading to ours. Other software
 // owns rules in the builtin chains too, so they are never flushed and
 // rewritten: a full sync inserts the jumps it finds missing
 // (ensureJumpRules).
-var jumpRules = []jumpRule{
-	{utiliptables.TableFilter, kubeExternalServicesChain, utiliptables.ChainInput, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{utiliptables.TableFilter, kubeExternalServicesChain, utiliptables.ChainForward, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{utiliptables.TableFilter, kubeNodePortsChain, utiliptables.ChainInput, "kubernetes health check service ports", nil},
-	{utiliptables.TableFilter, kubeServicesChain, utiliptables.ChainForward, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{utiliptables.TableFilter, kubeServicesChain, utiliptables.ChainOutput, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{utiliptables.TableFilter, kubeForwardChain, utiliptables.ChainForward, "kubernetes forwarding rules", nil},
-	{utiliptables.TableFilter, kubeProxyFirewallChain, utiliptables.ChainInput, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{utiliptables.TableFilter, kubeProxyFirewallChain, utiliptables.ChainOutput, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{utiliptables.TableFilter, kubeProxyFirewallChain, utiliptables.ChainForward, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{utiliptables.TableNAT, kubeServicesChain, utiliptables.ChainOutput, "kubernetes service portals", nil},
-	{utiliptables.TableNAT, kubeServicesChain, utiliptables.ChainPrerouting, "kubernetes service portals", nil},
-	{utiliptables.TableNAT, kubePostroutingChain, utiliptables.ChainPostrouting, "kubernetes postrouting rules", nil},
+var jumpRules = []jumprules.Jump{
+	{Table: utiliptables.TableFilter, Dst: kubeExternalServicesChain, Src: utiliptables.ChainInput, Comment: "kubernetes externally-visible service portals", ExtraArgs: []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{Table: utiliptables.TableFilter, Dst: kubeExternalServicesChain, Src: utiliptables.ChainForward, Comment: "kubernetes externally-visible service portals", ExtraArgs: []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{Table: utiliptables.TableFilter, Dst: kubeNodePortsChain, Src: utiliptables.ChainInput, Comment: "kubernetes health check service ports"},
+	{Table: utiliptables.TableFilter, Dst: kubeServicesChain, Src: utiliptables.ChainForward, Comment: "kubernetes service portals", ExtraArgs: []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{Table: utiliptables.TableFilter, Dst: kubeServicesChain, Src: utiliptables.ChainOutput, Comment: "kubernetes service portals", ExtraArgs: []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{Table: utiliptables.TableFilter, Dst: kubeForwardChain, Src: utiliptables.ChainForward, Comment: "kubernetes forwarding rules"},
+	{Table: utiliptables.TableFilter, Dst: kubeProxyFirewallChain, Src: utiliptables.ChainInput, Comment: "kubernetes load balancer firewall", ExtraArgs: []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{Table: utiliptables.TableFilter, Dst: kubeProxyFirewallChain, Src: utiliptables.ChainOutput, Comment: "kubernetes load balancer firewall", ExtraArgs: []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{Table: utiliptables.TableFilter, Dst: kubeProxyFirewallChain, Src: utiliptables.ChainForward, Comment: "kubernetes load balancer firewall", ExtraArgs: []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{Table: utiliptables.TableNAT, Dst: kubeServicesChain, Src: utiliptables.ChainOutput, Comment: "kubernetes service portals"},
+	{Table: utiliptables.TableNAT, Dst: kubeServicesChain, Src: utiliptables.ChainPrerouting, Comment: "kubernetes service portals"},
+	{Table: utiliptables.TableNAT, Dst: kubePostroutingChain, Src: utiliptables.ChainPostrouting, Comment: "kubernetes postrouting rules"},
 }
 
 // kubeletJumpRules duplicate jumps kubelet creates. Cleanup leaves them.
-var kubeletJumpRules = []jumpRule{
-	{utiliptables.TableFilter, kubeletFirewallChain, utiliptables.ChainInput, "", nil},
-	{utiliptables.TableFilter, kubeletFirewallChain, utiliptables.ChainOutput, "", nil},
-}
-
-func (j jumpRule) args() []string { return j.jump().Args() }
-
-func (j jumpRule) jump() jumprules.Jump {
-	return jumprules.Jump{Table: j.table, Src: j.srcChain, Dst: j.dstChain, Comment: j.comment, ExtraArgs: j.extraArgs}
+var kubeletJumpRules = []jumprules.Jump{
+	{Table: utiliptables.TableFilter, Dst: kubeletFirewallChain, Src: utiliptables.ChainInput},
+	{Table: utiliptables.TableFilter, Dst: kubeletFirewallChain, Src: utiliptables.ChainOutput},
 }
 
 // syncer is the proxier's kernel side: it ensures the jumps from builtin
@@ -121,14 +107,8 @@ func (s *syncer) keepNATSave(table utiliptables.Table, save []byte) {
 	}
 }
 
-// allJumps are jumpRules then kubeletJumpRules, in jumprules' form.
-var allJumps = func() []jumprules.Jump {
-	var js []jumprules.Jump
-	for _, j := range append(slices.Clip(jumpRules), kubeletJumpRules...) {
-		js = append(js, j.jump())
-	}
-	return js
-}()
+// allJumps are jumpRules then kubeletJumpRules.
+var allJumps = append(slices.Clip(jumpRules), kubeletJumpRules...)
 
 // natChains returns the chains of the kernel's nat table, to find leftovers
 // of an earlier process or of a failed sync; ok is false if iptables-save
@@ -189,15 +169,3 @@ func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Ch
 // tableState holds the rules of a saved table's builtin chains, which the
 // drift check looks the jumps up in.
 type tableState struct{ jumprules.TableState }
-
-func parseTableState(save []byte) *tableState {
-	return &tableState{*jumprules.ParseTableState(save)}
-}
-
-// hasJump reports whether the source chain has a rule jumping to j's
-// target with j's comment and ctstate match.
-func (st *tableState) hasJump(j jumpRule) bool { return st.HasJump(j.jump()) }
-
-// splitRuleWords splits an iptables-save line into words, removing the
-// double quotes around words that contain spaces.
-func splitRuleWords(line string) []string { return jumprules.SplitRuleWords(line) }
