@@ -38,6 +38,11 @@ if [ -z "${FIXTURE_GOCACHE:-}" ] && [ -d /dev/shm ]; then
   trap 'rm -rf "$FIXTURE_GOCACHE"' EXIT
 fi
 export GOCACHE=${FIXTURE_GOCACHE:-$(go env GOCACHE)}
+# Static, as upstream's release builds these, and the same flags as hack/conformance.sh's
+# build of the cluster binaries (CGO_ENABLED=0, -trimpath): cgo changes the standard
+# library's net package and with it the cache key of every package above it, so with cgo
+# here CI compiled the shared part of k8s.io/kubernetes twice, once per script.
+export CGO_ENABLED=0
 
 if [ ! -x "$apiserver" ]; then
   v=k8s.io/component-base/version

@@ -59,7 +59,11 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "kube-proxy")
-		buildOut, buildErr = exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", builtBin, ".")
+		// Static, like every other build of the binary in the tests and CI: one set of
+		// compiled packages instead of a cgo and a no-cgo copy of the whole tree.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		buildOut, buildErr = cmd.CombinedOutput()
 	})
 	if buildErr != nil {
 		t.Fatalf("go build: %v\n%s", buildErr, buildOut)

@@ -63,7 +63,11 @@ func kubeProxyBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(buildDir, "kube-proxy")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/kube-proxy").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", binPath, "../../cmd/kube-proxy")
+		// Static, like every other build of the binary in the tests and CI: one set of
+		// compiled packages instead of a cgo and a no-cgo copy of the whole tree.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/kube-proxy: %w\n%s", err, out)
 		}

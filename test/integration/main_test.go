@@ -105,6 +105,9 @@ func kubeProxyBinary(t *testing.T) string {
 		binPath = filepath.Join(binDir, "kube-proxy")
 		began := time.Now()
 		cmd := exec.Command("go", "build", "-o", binPath, "k8s.io/kube-proxy/cmd/kube-proxy")
+		// Static, like every other build of the binary in the tests and CI: one set of
+		// compiled packages instead of a cgo and a no-cgo copy of the whole tree.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build ./cmd/kube-proxy: %w\n%s", err, out)
 			return
