@@ -26,7 +26,9 @@ type Handler interface {
 type Source interface {
 	// Run delivers events to h until ctx is done, then returns nil. It first delivers
 	// every existing object as an add, then OnServiceSynced and OnEndpointSlicesSynced
-	// (in either order). It returns an error, early, only if it cannot start at all.
+	// (in either order), and to an h that implements NodeHandler, this node's Node (if
+	// any) and OnNodeSynced: the LocalNode server is not ready before it. It returns an
+	// error, early, only if it cannot start at all.
 	Run(ctx context.Context, h Handler) error
 }
 

@@ -66,10 +66,12 @@ type Server struct {
 	// last is each family's last State, to diff the next one against.
 	last map[localnode.Family]*localnode.State
 	// ready is closed once every family has a State and the global view is synced
-	// (ServiceCIDRs too, when the source delivers them).
-	ready                   chan struct{}
-	readyOnce               sync.Once
-	svcSynced, slicesSynced bool
+	// (ServiceCIDRs too, when the source delivers them, and this node's Node: a
+	// snapshot taken between the Services' sync and the Node's had no Node, and
+	// `kube-proxy state --global` printed none under load).
+	ready                               chan struct{}
+	readyOnce                           sync.Once
+	svcSynced, slicesSynced, nodeSynced bool
 	// cidrsSynced is set at Run when the source delivers no ServiceCIDRs, so that
 	// readiness does not wait for them.
 	cidrsSynced  bool
@@ -205,7 +207,7 @@ func (s *Server) syncState(ctx context.Context, st *localnode.State) error {
 
 func (s *Server) checkReady() {
 	s.mu.Lock()
-	ok := s.svcSynced && s.slicesSynced && s.cidrsSynced && len(s.familiesSeen) == len(s.families)
+	ok := s.svcSynced && s.slicesSynced && s.nodeSynced && s.cidrsSynced && len(s.familiesSeen) == len(s.families)
 	s.mu.Unlock()
 	if ok {
 		s.readyOnce.Do(func() { close(s.ready) })
@@ -325,6 +327,10 @@ func (t *teeHandler) OnNodeSynced() {
 	if nh, ok := t.h.(source.NodeHandler); ok {
 		nh.OnNodeSynced()
 	}
+	t.s.mu.Lock()
+	t.s.nodeSynced = true
+	t.s.mu.Unlock()
+	t.s.checkReady()
 }
 
 // Watch implements localnodev1.LocalNodeServer.

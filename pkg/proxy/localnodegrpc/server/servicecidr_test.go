@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -95,58 +97,123 @@ func (g *gatedCIDRSource) Run(ctx context.Context, h source.Handler) error {
 	return g.Static.Run(ctx, h)
 }
 
-// The server is not ready, so no watcher gets a first state without the ServiceCIDRs,
-// until a source that delivers them has listed them; a source that does not (Static) is
-// not waited for (every other test).
-func TestReadyWaitsForServiceCIDRs(t *testing.T) {
-	static := source.NewStatic()
-	cluster(static, 2, 2)
-	src := &gatedCIDRSource{Static: static, release: make(chan struct{})}
-	srv, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.opts.Proxy.NodeName, srv.opts.Proxy.MinSyncInterval = testNode, time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() { _ = srv.Run(ctx, src); close(done) }()
+// nodeGate passes everything on at once except the Node and OnNodeSynced, which it holds
+// until release is closed.
+type nodeGate struct {
+	source.Handler
+	nh      source.NodeHandler
+	release <-chan struct{}
+	held    chan func()
+}
 
-	// Wait until everything but the ServiceCIDRs is in: then readiness hangs on them
-	// alone.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		srv.mu.Lock()
-		rest := srv.svcSynced && srv.slicesSynced && len(srv.familiesSeen) == len(srv.families)
-		srv.mu.Unlock()
-		if rest {
-			break
+func (n *nodeGate) OnNodeChange(node *v1.Node) { n.held <- func() { n.nh.OnNodeChange(node) } }
+func (n *nodeGate) OnNodeDelete(node *v1.Node) { n.held <- func() { n.nh.OnNodeDelete(node) } }
+func (n *nodeGate) OnNodeSynced()              { n.held <- n.nh.OnNodeSynced }
+
+// gatedNodeSource is a Static source whose Node reaches the handler only once release is
+// closed, as a Node informer that syncs after the Service and EndpointSlice ones does.
+type gatedNodeSource struct {
+	*source.Static
+	release chan struct{}
+}
+
+func (g *gatedNodeSource) Run(ctx context.Context, h source.Handler) error {
+	gate := &nodeGate{Handler: h, nh: h.(source.NodeHandler), release: g.release, held: make(chan func(), 8)}
+	go func() {
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server never synced its Services, EndpointSlices and State")
+		for {
+			select {
+			case f := <-gate.held:
+				f()
+			case <-ctx.Done():
+				return
+			}
 		}
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case <-srv.Ready():
-		t.Fatal("ready before the source listed its ServiceCIDRs")
-	default:
-	}
-	close(src.release)
-	select {
-	case <-srv.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("not ready after the ServiceCIDRs were listed")
-	}
-	ops, _, err := srv.Snapshot(ctx, &localnodev1.WatchRequest{Global: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, op := range ops {
-		found = found || op.GetSetServiceCidr().GetName() == "kubernetes"
-	}
-	if !found {
-		t.Errorf("snapshot lacks the ServiceCIDR: %v", ops)
+	}()
+	return g.Static.Run(ctx, gate)
+}
+
+// The server is not ready, so no watcher gets a first state without part of the global
+// view, until the source has listed every part: the ServiceCIDRs of a source that
+// delivers them (a source that does not, Static, is not waited for: every other test),
+// and this node's Node (`kube-proxy state --global` once printed none when the Node
+// informer synced last).
+func TestReadyWaitsForTheWholeGlobalView(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// gate wraps the cluster's Static source so that one part waits for release.
+		gate func(static *source.Static, release chan struct{}) source.Source
+		// rest reports whether everything but the gated part is in.
+		rest func(s *Server) bool
+		// found reports whether op is the gated part.
+		found func(op *localnodev1.Op) bool
+	}{{
+		name: "ServiceCIDRs",
+		gate: func(static *source.Static, release chan struct{}) source.Source {
+			return &gatedCIDRSource{Static: static, release: release}
+		},
+		rest:  func(s *Server) bool { return s.svcSynced && s.slicesSynced && s.nodeSynced },
+		found: func(op *localnodev1.Op) bool { return op.GetSetServiceCidr().GetName() == "kubernetes" },
+	}, {
+		name: "Node",
+		gate: func(static *source.Static, release chan struct{}) source.Source {
+			return &gatedNodeSource{Static: static, release: release}
+		},
+		rest:  func(s *Server) bool { return s.svcSynced && s.slicesSynced && s.cidrsSynced },
+		found: func(op *localnodev1.Op) bool { return op.GetSetNode().GetName() == testNode },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			static := source.NewStatic()
+			cluster(static, 2, 2)
+			release := make(chan struct{})
+			src := tc.gate(static, release)
+			srv, err := New(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.opts.Proxy.NodeName, srv.opts.Proxy.MinSyncInterval = testNode, time.Millisecond
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			t.Cleanup(func() { cancel(); <-done })
+			go func() { _ = srv.Run(ctx, src); close(done) }()
+
+			// Wait until everything but the gated part is in: then readiness hangs on
+			// it alone.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				srv.mu.Lock()
+				rest := tc.rest(srv) && len(srv.familiesSeen) == len(srv.families)
+				srv.mu.Unlock()
+				if rest {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the server never synced the rest of its view and its State")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			select {
+			case <-srv.Ready():
+				t.Fatalf("ready before the source listed its %s", tc.name)
+			default:
+			}
+			close(release)
+			select {
+			case <-srv.Ready():
+			case <-time.After(30 * time.Second):
+				t.Fatalf("not ready after the %s were listed", tc.name)
+			}
+			ops, _, err := srv.Snapshot(ctx, &localnodev1.WatchRequest{Global: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(ops, tc.found) {
+				t.Errorf("snapshot lacks the %s: %v", tc.name, ops)
+			}
+		})
 	}
 }
