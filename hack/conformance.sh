@@ -104,9 +104,12 @@ env_fail() { printf '\n!!! conformance: ENVIRONMENT: %s\n!!! (not a test failure
 # go_build runs one go command of the upstream fixture module test/apiserver; a failure to
 # download a module (no network, proxy down) is the environment's, not a defect of this
 # repository.
+# UPSTREAM_GOCACHE, when set, is the build cache for these builds alone: .ci/run shares a
+# tmpfs cache with its fixture build, which our own tools below must not use (it starts
+# empty, and they would compile our whole tree into it again).
 go_build() {
   local out rc=0
-  out=$(cd "$root/test/apiserver" && CGO_ENABLED=0 "$@" 2>&1) || rc=$?
+  out=$(cd "$root/test/apiserver" && GOCACHE=${UPSTREAM_GOCACHE:-$(go env GOCACHE)} CGO_ENABLED=0 "$@" 2>&1) || rc=$?
   [ -n "$out" ] && printf '%s\n' "$out" >&2
   if [ $rc -ne 0 ]; then
     if grep -qE 'dial tcp|no such host|i/o timeout|TLS handshake|connection refused' <<<"$out"; then
