@@ -147,13 +147,8 @@ func (v *view) expectNAT(c *chaincheck.Check) {
 // jumpDrifts appends the jumps from table's built-in chains to ours that
 // the rules of st (as scan collected them) lack.
 func (st *tableState) jumpDrifts(table utiliptables.Table, drifts []syncshell.Drift) []syncshell.Drift {
-	for _, j := range jumpRules {
-		if j.Table != table || st.HasJump(j) {
-			continue
-		}
-		drifts = append(drifts, syncshell.Drift{Kind: driftJump,
-			Object:   string(table) + "/" + string(j.Src) + " -j " + string(j.Dst),
-			Expected: "-A " + string(j.Src) + " " + jumprules.QuoteArgs(j.Args()), Found: ""})
+	for _, j := range st.MissingJumps(table, jumpRules) {
+		drifts = append(drifts, syncshell.Drift{Kind: driftJump, Object: j.Name(), Expected: j.Rule()})
 	}
 	return drifts
 }

@@ -11,31 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	st "k8s.io/kube-proxy/pkg/proxy/source/testing"
-	"k8s.io/kube-proxy/pkg/proxy/util/jumprules"
 )
-
-// jumprules.SplitRuleWords reads iptables-save lines to find existing jump rules.
-// Without quotes it must agree with strings.Fields, and it must never panic.
-func FuzzSplitRuleWords(f *testing.F) {
-	for _, s := range []string{
-		`-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
-		`-A X "unterminated`, `-A X "a\"b" c`, ``, `"`, `\`, "-A\tX  y",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, line string) {
-		words := jumprules.SplitRuleWords(line)
-		if !strings.ContainsAny(line, "\"\\") {
-			if got, want := strings.Join(words, "|"), strings.Join(strings.Fields(strings.ReplaceAll(line, "\t", " ")), "|"); got != want && !strings.ContainsAny(line, "\n\r\v\f\u0085\u00a0") {
-				t.Errorf("SplitRuleWords(%q) = %q, want %q", line, words, strings.Fields(line))
-			}
-		}
-		st := jumprules.ParseTableState([]byte(line))
-		for _, j := range jumpRules {
-			_ = st.HasJump(j)
-		}
-	})
-}
 
 // Whatever names, ports and addresses a Service or EndpointSlice carries,
 // a sync either programs it or skips it with a log: the restore input must

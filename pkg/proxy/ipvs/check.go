@@ -343,14 +343,8 @@ func (p *Proxier) iptablesDrift(drifts []syncshell.Drift) ([]syncshell.Drift, er
 // jumpDrifts appends the jumps from table's built-in chains to ours that an
 // iptables-save of it lacks, judged as linkChains judges them (jumprules).
 func jumpDrifts(table utiliptables.Table, save []byte, drifts []syncshell.Drift) []syncshell.Drift {
-	st := jumprules.ParseTableState(save)
-	for _, jc := range iptablesJumpChains {
-		if jc.Table != table || st.HasJump(jc) {
-			continue
-		}
-		drifts = append(drifts, syncshell.Drift{Kind: driftJump,
-			Object:   string(table) + "/" + string(jc.Src) + " -j " + string(jc.Dst),
-			Expected: fmt.Sprintf("-A %s -m comment --comment %q -j %s", jc.Src, jc.Comment, jc.Dst), Found: ""})
+	for _, j := range jumprules.ParseTableState(save).MissingJumps(table, iptablesJumpChains) {
+		drifts = append(drifts, syncshell.Drift{Kind: driftJump, Object: j.Name(), Expected: j.Rule()})
 	}
 	return drifts
 }

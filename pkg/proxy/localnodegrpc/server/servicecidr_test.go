@@ -97,13 +97,12 @@ func (g *gatedCIDRSource) Run(ctx context.Context, h source.Handler) error {
 	return g.Static.Run(ctx, h)
 }
 
-// nodeGate passes everything on at once except the Node and OnNodeSynced, which it holds
-// until release is closed.
+// nodeGate passes everything on at once except the Node and OnNodeSynced, which it queues
+// in held for gatedNodeSource to pass on.
 type nodeGate struct {
 	source.Handler
-	nh      source.NodeHandler
-	release <-chan struct{}
-	held    chan func()
+	nh   source.NodeHandler
+	held chan func()
 }
 
 func (n *nodeGate) OnNodeChange(node *v1.Node) { n.held <- func() { n.nh.OnNodeChange(node) } }
@@ -118,7 +117,7 @@ type gatedNodeSource struct {
 }
 
 func (g *gatedNodeSource) Run(ctx context.Context, h source.Handler) error {
-	gate := &nodeGate{Handler: h, nh: h.(source.NodeHandler), release: g.release, held: make(chan func(), 8)}
+	gate := &nodeGate{Handler: h, nh: h.(source.NodeHandler), held: make(chan func(), 8)}
 	go func() {
 		select {
 		case <-g.release:

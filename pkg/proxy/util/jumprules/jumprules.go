@@ -36,6 +36,13 @@ func (j Jump) Args() []string {
 	return append(args, "-j", string(j.Dst))
 }
 
+// Name names j in drift reports and logs: "nat/PREROUTING -j KUBE-SERVICES".
+func (j Jump) Name() string { return string(j.Table) + "/" + string(j.Src) + " -j " + string(j.Dst) }
+
+// Rule is j as iptables-save prints it, "-A <Src> <Args>": what a drift report
+// says was expected.
+func (j Jump) Rule() string { return "-A " + string(j.Src) + " " + QuoteArgs(j.Args()) }
+
 // Chain is one of our chains that must exist although no jump from a
 // built-in chain leads to it.
 type Chain struct {

@@ -93,6 +93,18 @@ func (st *TableState) HasJump(j Jump) bool {
 	return false
 }
 
+// MissingJumps returns, in order, those of jumps in table that st lacks
+// (HasJump): what a drift check reports.
+func (st *TableState) MissingJumps(table utiliptables.Table, jumps []Jump) []Jump {
+	var out []Jump
+	for _, j := range jumps {
+		if j.Table == table && !st.HasJump(j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 // BuiltinChain returns the built-in chain name names, or "".
 func BuiltinChain(name []byte) utiliptables.Chain {
 	if len(name) > len(utiliptables.ChainPostrouting) {

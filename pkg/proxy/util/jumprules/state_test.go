@@ -55,6 +55,33 @@ func TestHasJump(t *testing.T) {
 	}
 }
 
+// MissingJumps names what a drift check reports, in order and for one table,
+// and each jump's Rule, once in a save, makes the jump present.
+func TestMissingJumps(t *testing.T) {
+	st := ParseTableState([]byte("*filter\n" + testJumps[0].Rule() + "\nCOMMIT\n"))
+	var got []string
+	for _, j := range st.MissingJumps(filter, testJumps) {
+		got = append(got, j.Name()+": "+j.Rule())
+	}
+	want := []string{
+		`filter/FORWARD -j KUBE-A: -A FORWARD -m comment --comment "a portals" -j KUBE-A`,
+		`filter/OUTPUT -j KUBE-FW: -A OUTPUT -j KUBE-FW`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("MissingJumps = %q, want %q", got, want)
+	}
+
+	var all strings.Builder
+	for _, j := range testJumps {
+		all.WriteString(j.Rule() + "\n")
+	}
+	for _, table := range []utiliptables.Table{filter, nat} {
+		if m := ParseTableState([]byte(all.String())).MissingJumps(table, testJumps); len(m) != 0 {
+			t.Errorf("%s: every jump's Rule saved, still missing %v", table, m)
+		}
+	}
+}
+
 func TestHasChain(t *testing.T) {
 	st := ParseTableState([]byte("*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-MISSING\nCOMMIT\n"))
 	for chain, want := range map[utiliptables.Chain]bool{"PREROUTING": true, "KUBE-SERVICES": true, "KUBE-MISSING": false, "KUBE": false} {
