@@ -9,11 +9,13 @@
 // made by proxy.CategorizeEndpoints, so a library backend sends traffic exactly where the
 // built-in proxiers would.
 //
-// The built-in nftables backend consumes this model too: a sync shell tells it which service
-// ports changed and it converts only those with Computer.ComputeServicePort, so a partial sync
-// costs what the change costs (ComputeResolved builds a whole State, which is O(services) even
-// when one port changed). Service.InternalNoEndpoints and ExternalNoEndpoints give the
-// brain's reject/drop decision for traffic without an endpoint, so no backend re-decides it.
+// Every built-in proxier consumes this model too: a sync shell tells it which service ports
+// changed and it converts only those with Computer.ComputeServicePort, so a partial sync costs
+// what the change costs (ComputeResolved builds a whole State, which is O(services) even when
+// one port changed). Service.RuleOrder lists a port's endpoints in the order upstream's rules
+// do, split once into the cluster and local lists, and Service.InternalNoEndpoints and
+// ExternalNoEndpoints give the brain's reject/drop decision for traffic without an endpoint,
+// so no backend re-sorts endpoints or re-decides policy.
 //
 // A State is canonical: services are sorted by name and endpoints by address, so two States
 // describing the same thing are Equal and have the same Digest.
