@@ -51,7 +51,7 @@
 // nftables backend are handed) with localnode.Computer.ComputeServicePort;
 // the drop/reject decision for traffic without endpoints is read from that
 // Service, not re-decided. Endpoints keep the brain's "ip:port" order in the
-// rules, and SEP chain names hash the model's endpoint as before (model.go).
+// rules, and SEP chain names hash the model's endpoint as before (backend.go).
 // A port whose ServicePort and resolved endpoints are the very same values
 // as at its last rendering (every unchanged port of a full sync) reuses that
 // conversion, and endpoints that stay keep their strings, so full syncs cost

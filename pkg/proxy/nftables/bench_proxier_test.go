@@ -95,7 +95,7 @@ func benchProxier(b *testing.B, nft knftables.Interface) *Proxier {
 // running kube-proxy does it: the first (full) sync, then a one-endpoint
 // change and a one-service add, each a partial sync. "gen" renders the
 // transactions and discards them; "nft" runs them with the real nft (and
-// endpoint-only changes over netlink, elements.go) in a private netns (root; 10k and more only with KUBE_PROXY_BENCH_LARGE=1).
+// endpoint-only changes over netlink, nlbatch.go) in a private netns (root; 10k and more only with KUBE_PROXY_BENCH_LARGE=1).
 // maxrss-MiB is the process peak after the step.
 //
 // Each step sets itself up inside its own b.Run: sub-benchmarks run on new

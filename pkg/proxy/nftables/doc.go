@@ -60,7 +60,7 @@
 // rewrites its table only at its hourly full sync (its partial syncs rewrite
 // what changed in the API).
 //
-// Elements over netlink (elements.go, nlbatch.go): nft 1.0.6 dumps every chain of the
+// Elements over netlink (nlbatch.go): nft 1.0.6 dumps every chain of the
 // ruleset into its cache before any change, and parses one command per
 // element. So on the host's own table (not dry runs or a caller's
 // knftables.Interface; gate NFTablesNetlink, as knftables' netlink listing)
@@ -78,6 +78,13 @@
 // values third-party backends get), then into the rule generator's model; it
 // takes the no-endpoint drop/reject decision from that Service and does not
 // re-decide policy. Endpoints keep the brain's "ip:port" order in the rules.
+//
+// Files, in the order a change goes down them: backend.go (the shell's
+// backend, the port's model, and the syncer that owns the table), generator.go
+// (the pure rule generator), view.go (what is programmed, and the diff),
+// plan.go (the operations, cut into bounded units) and nlbatch.go (element
+// batches over netlink). fixed.go is the part of the table no service port
+// owns; drift.go and nldump.go are the drift check and its netlink reader.
 //
 // Dry run: NewDryRunProxier returns a Proxier that writes every transaction
 // it would run (nft -f syntax) to an io.Writer instead of the kernel.

@@ -631,7 +631,7 @@ func ptrString(p *string) string {
 
 // keyLayouts are the field types of each set's and map's key ('a' an
 // address, 'p' a protocol, 'n' a port, 's' an endpoint slot), as appendKey
-// writes them (elements.go).
+// writes them (nlbatch.go).
 var keyLayouts = map[string]string{
 	clusterIPsSet:              "a",
 	nodePortIPsSet:             "a",

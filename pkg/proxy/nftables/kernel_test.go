@@ -68,7 +68,7 @@ func realSyncer(t testing.TB, tf testFamily, mutate func(*syncerConfig)) (*synce
 	s, _ := newTestSyncer(t, tf, mutate)
 	s.nft = nft
 	// Endpoint elements over netlink, as NewProxier sets up for the host's
-	// table (elements.go).
+	// table (nlbatch.go).
 	w := newNetlinkElements(tf.family)
 	t.Cleanup(w.close)
 	s.elements = w

@@ -180,7 +180,7 @@ func (r *runHookNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 // old generation is left and the table means what a fresh sync produces.
 func TestRestartNeverMisroutes(t *testing.T) {
 	t.Run("nft", func(t *testing.T) { testRestartNeverMisroutes(t, false) })
-	// With endpoint elements over netlink (elements.go), the restart's
+	// With endpoint elements over netlink (nlbatch.go), the restart's
 	// endpoint maps are created up front and its elements written between
 	// nft transactions.
 	t.Run("elements over netlink", func(t *testing.T) { testRestartNeverMisroutes(t, true) })

@@ -61,7 +61,7 @@ type view struct {
 	epSlots    tracked[*slotSpec, *slotSpec]
 	retired    []string
 	// netlinkOrder orders a plan for element batches over netlink
-	// (elements.go): diff creates the endpoint maps a plan needs before any
+	// (nlbatch.go): diff creates the endpoint maps a plan needs before any
 	// of its slots, and adds the elements a batch can carry before the
 	// others, so that each forms one run of element units instead of
 	// alternating with nft runs.
