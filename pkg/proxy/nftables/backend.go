@@ -224,6 +224,12 @@ func hostOf(endpoint string, is6 bool) string {
 	return host
 }
 
+// The rest of this file is the syncer, the part of the backend that owns the
+// table of one family and knows nothing of the shell or the trackers: handed
+// models, it generates their rules (generator.go), diffs them against what is
+// programmed (view.go), plans the difference (plan.go) and applies the plan
+// through nft or, for endpoint elements, netlink (nlbatch.go).
+
 // DefaultMaxOpsPerTransaction bounds the size of one nft transaction. Above
 // it, a sync is cut into several transactions at safe boundaries, so the
 // nftables lock is held for a bounded time even on a cold start of a large
