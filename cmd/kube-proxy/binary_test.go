@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/kube-proxy/test/kubeproxybin"
 )
 
 // quickStartArgs returns the arguments of QUICKSTART.md's first command, which
@@ -40,7 +42,7 @@ func TestBinaryQuickStartDryRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := buildBinary(t)
+	bin := kubeproxybin.Path(t)
 	args := quickStartArgs(t)
 	if !slices.Contains(args, "--dry-run") || !slices.Contains(args, "--proxy-mode") {
 		t.Fatalf("the quick-start command must be a dry run naming its mode: %v", args)
@@ -73,7 +75,7 @@ func TestBinaryRejectsBadInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := buildBinary(t)
+	bin := kubeproxybin.Path(t)
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/kube-proxy/test/kubeproxybin"
 )
 
 // The built binary, run as root in a private network namespace on the example
@@ -35,47 +37,16 @@ func TestBinaryInNetns(t *testing.T) {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}
 
-	bin := buildBinary(t)
+	bin := kubeproxybin.Path(t)
 
 	for _, mode := range []string{"iptables", "nftables"} {
 		t.Run(mode, func(t *testing.T) { runModeInNetns(t, bin, mode) })
 	}
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildOut  []byte
-)
-
-// buildBinary builds the kube-proxy binary once per test process.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kube-proxy-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "kube-proxy")
-		cmd := exec.Command("go", "build", "-o", builtBin, ".")
-		// Static, like every other build of the binary in the tests and CI: one set of
-		// compiled packages instead of a cgo and a no-cgo copy of the whole tree.
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
-	}
-	return builtBin
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if builtBin != "" {
-		_ = os.RemoveAll(filepath.Dir(builtBin))
-	}
+	kubeproxybin.Remove()
 	os.Exit(code)
 }
 

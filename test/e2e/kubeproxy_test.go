@@ -11,20 +11,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
+	"k8s.io/kube-proxy/test/kubeproxybin"
 )
 
 func TestMain(m *testing.M) {
@@ -34,9 +28,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	printFigures()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
+	kubeproxybin.Remove()
 	os.Exit(code)
 }
 
@@ -57,25 +49,7 @@ func kubeProxyBinary(t *testing.T) string {
 		}
 		return p
 	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "kp-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "kube-proxy")
-		cmd := exec.Command("go", "build", "-o", binPath, "../../cmd/kube-proxy")
-		// Static, like every other build of the binary in the tests and CI: one set of
-		// compiled packages instead of a cgo and a no-cgo copy of the whole tree.
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/kube-proxy: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return kubeproxybin.Path(t)
 }
 
 // syncBuffer collects a process's output for a test to read concurrently.

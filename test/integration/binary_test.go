@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/kube-proxy/test/kubeapiserver"
+	"k8s.io/kube-proxy/test/kubeproxybin"
 )
 
 // The drop-in binary with kube-proxy's own identity (system:node-proxier RBAC) against a
@@ -28,7 +29,7 @@ import (
 func TestKubeProxyBinary(t *testing.T) {
 	requireEnv(t)
 	srv := shared(t)
-	kubeProxyBinary(t)
+	kubeproxybin.Path(t)
 	for _, mode := range []string{"iptables", "nftables"} {
 		t.Run(mode, func(t *testing.T) { testBinary(t, srv, mode) })
 	}

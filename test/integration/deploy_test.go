@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"k8s.io/kube-proxy/test/kubeproxybin"
 )
 
 // These tests cover deploy/: the manifests an operator applies (DaemonSet, ServiceAccount,
@@ -358,7 +360,7 @@ func TestDeployConfigLoads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bin := kubeProxyBinary(t)
+	bin := kubeproxybin.Path(t)
 	written := map[string]map[string]any{}
 	for _, tc := range []struct {
 		key, wantVersion string

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"k8s.io/kube-proxy/test/kubeapiserver"
+	"k8s.io/kube-proxy/test/kubeproxybin"
 )
 
 var (
@@ -24,11 +24,6 @@ var (
 	sharedOnce   sync.Once
 	sharedServer *kubeapiserver.Server
 	sharedErr    error
-
-	binOnce sync.Once
-	binPath string
-	binErr  error
-	binDir  string
 )
 
 func TestMain(m *testing.M) {
@@ -36,9 +31,7 @@ func TestMain(m *testing.M) {
 	if sharedServer != nil {
 		sharedServer.Close()
 	}
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	kubeproxybin.Remove()
 	os.Exit(code)
 }
 
@@ -94,32 +87,6 @@ func shared(t *testing.T) *kubeapiserver.Server {
 	return sharedServer
 }
 
-// kubeProxyBinary builds ./cmd/kube-proxy once per test binary.
-func kubeProxyBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "kube-proxy-integration-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "kube-proxy")
-		began := time.Now()
-		cmd := exec.Command("go", "build", "-o", binPath, "k8s.io/kube-proxy/cmd/kube-proxy")
-		// Static, like every other build of the binary in the tests and CI: one set of
-		// compiled packages instead of a cgo and a no-cgo copy of the whole tree.
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/kube-proxy: %w\n%s", err, out)
-			return
-		}
-		t.Logf("built kube-proxy in %s", time.Since(began).Round(time.Millisecond))
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
 // syncBuffer is a bytes.Buffer a process writes and a test reads.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -157,7 +124,7 @@ type kubeProxy struct {
 // The process is killed in t.Cleanup (its output is logged if the test failed).
 func startKubeProxy(t *testing.T, ns *netNS, kubeconfig, mode, nodeName string, extra ...string) *kubeProxy {
 	t.Helper()
-	return startProxyBinary(t, kubeProxyBinary(t), "kube-proxy", ns, kubeconfig, mode, nodeName, extra...)
+	return startProxyBinary(t, kubeproxybin.Path(t), "kube-proxy", ns, kubeconfig, mode, nodeName, extra...)
 }
 
 // startProxyBinary is startKubeProxy for any kube-proxy binary (ours or upstream's,

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/kube-proxy/test/kubeapiserver"
+	"k8s.io/kube-proxy/test/kubeproxybin"
 )
 
 // outageSyncPeriod is the proxies' --iptables-sync-period (also nftables mode's sync
@@ -57,7 +58,7 @@ func TestAPIServerOutages(t *testing.T) {
 	requireEnv(t)
 	bins := kubeapiserver.RequireBinaries(t)
 	upstream := kubeapiserver.RequireUpstreamKubeProxy(t)
-	ours := kubeProxyBinary(t)
+	ours := kubeproxybin.Path(t)
 
 	// etcd is started here, not by the server, so the test can compact it.
 	dir := t.TempDir()

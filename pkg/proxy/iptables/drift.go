@@ -87,7 +87,7 @@ func (b *rulesBackend) Drift(ctx context.Context) ([]syncshell.Drift, error) {
 		for _, d := range c.diffs {
 			drifts = append(drifts, syncshell.Drift{Kind: string(d.Kind), Object: d.Key.Object(), Expected: d.Expected, Found: d.Found})
 		}
-		drifts = c.builtin.jumpDrifts(table, drifts)
+		drifts = jumpDrifts(&c.builtin, table, drifts)
 	}
 	c.gen.Done(len(drifts) == 0)
 	if c.buf.Cap() > keptRestoreBytes {
@@ -109,7 +109,7 @@ type driftCheck struct {
 	diffs  []chaincheck.Difference
 	// builtin holds the rules of the built-in chains of the table scanned,
 	// for the jumps.
-	builtin tableState
+	builtin jumprules.TableState
 	// saved is how long each table's last save was.
 	saved map[utiliptables.Table]int
 }
@@ -145,8 +145,8 @@ func (v *view) expectNAT(c *chaincheck.Check) {
 }
 
 // jumpDrifts appends the jumps from table's built-in chains to ours that
-// the rules of st (as scan collected them) lack.
-func (st *tableState) jumpDrifts(table utiliptables.Table, drifts []syncshell.Drift) []syncshell.Drift {
+// the rules of st (as Scan handed them to builtinRule) lack.
+func jumpDrifts(st *jumprules.TableState, table utiliptables.Table, drifts []syncshell.Drift) []syncshell.Drift {
 	for _, j := range st.MissingJumps(table, jumpRules) {
 		drifts = append(drifts, syncshell.Drift{Kind: driftJump, Object: j.Name(), Expected: j.Rule()})
 	}

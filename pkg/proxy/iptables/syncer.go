@@ -165,7 +165,3 @@ func (s *syncer) restore(t *tables, filter, natTop bool, stale []utiliptables.Ch
 	metrics.IPTablesRestoreFailuresTotal.WithLabelValues(s.family).Inc()
 	return false, errSyncFailed
 }
-
-// tableState holds the rules of a saved table's builtin chains, which the
-// drift check looks the jumps up in.
-type tableState struct{ jumprules.TableState }
